@@ -1,0 +1,25 @@
+use sea_orm::entity::prelude::*;
+
+/// A check-in or a door access event.
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "attendance")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub gym_id: Uuid,
+    pub facility_id: Uuid,
+    pub member_id: Option<Uuid>,
+    /// `check_in` or `access`.
+    pub kind: String,
+    /// `granted` or `denied`.
+    pub status: String,
+    pub occurred_at: DateTimeUtc,
+    pub legacy_id: Option<String>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

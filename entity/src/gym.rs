@@ -1,0 +1,31 @@
+use sea_orm::entity::prelude::*;
+
+/// A gym, or the sandbox of one (`parent_gym_id` set). A sandbox follows its parent's plan and
+/// subscription.
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "gyms")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub name: String,
+    /// IANA time zone, e.g. `Europe/Berlin`.
+    pub timezone: String,
+    /// Set on a sandbox: the production gym it belongs to (at most one sandbox per gym).
+    #[sea_orm(unique)]
+    pub parent_gym_id: Option<Uuid>,
+    /// Plan feature: the integration API.
+    pub api_access: bool,
+    /// Plan feature: the front-desk device endpoints.
+    pub device_access: bool,
+    /// `active`, `past_due` or `unpaid`.
+    pub subscription_status: String,
+    /// End of the grace period of an unpaid subscription; requests get 402 after it.
+    pub grace_ends_at: Option<DateTimeUtc>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

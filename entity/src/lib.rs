@@ -1,0 +1,30 @@
+//! sea-orm entities of gymapi. Every table that holds gym data carries `gym_id`, and every index on
+//! such a table leads with it (see `migration`), so the data can be distributed by gym.
+
+pub mod api_key;
+pub mod attendance;
+pub mod facility;
+pub mod gym;
+pub mod import_counter;
+pub mod member;
+pub mod member_membership;
+pub mod membership_plan;
+pub mod product;
+pub mod purchase;
+pub mod subscription_plan;
+pub mod user;
+pub mod webhook_delivery;
+pub mod webhook_endpoint;
+pub mod webhook_event;
+
+pub mod prelude {
+    pub use super::{
+        api_key::Entity as ApiKey, attendance::Entity as Attendance, facility::Entity as Facility,
+        gym::Entity as Gym, import_counter::Entity as ImportCounter, member::Entity as Member,
+        member_membership::Entity as MemberMembership, membership_plan::Entity as MembershipPlan,
+        product::Entity as Product, purchase::Entity as Purchase,
+        subscription_plan::Entity as SubscriptionPlan, user::Entity as User,
+        webhook_delivery::Entity as WebhookDelivery, webhook_endpoint::Entity as WebhookEndpoint,
+        webhook_event::Entity as WebhookEvent,
+    };
+}

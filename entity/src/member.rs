@@ -1,0 +1,33 @@
+use sea_orm::entity::prelude::*;
+
+/// A member of a gym.
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "members")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub gym_id: Uuid,
+    pub facility_id: Uuid,
+    pub first_name: String,
+    pub last_name: String,
+    pub email: Option<String>,
+    /// Lowercased email, unique per gym.
+    pub email_normalized: Option<String>,
+    pub phone: Option<String>,
+    pub gender: Option<String>,
+    pub date_of_birth: Option<Date>,
+    pub city: Option<String>,
+    pub country: Option<String>,
+    /// `active` or `inactive`.
+    pub status: String,
+    pub legacy_id: Option<String>,
+    pub visits_count: i64,
+    pub last_visit_at: Option<DateTimeUtc>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

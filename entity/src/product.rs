@@ -1,0 +1,25 @@
+use sea_orm::entity::prelude::*;
+
+/// A product sold at a gym.
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "products")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub gym_id: Uuid,
+    pub name: String,
+    pub description: Option<String>,
+    pub sku: Option<String>,
+    pub price_amount: i64,
+    pub currency: String,
+    /// `active` or `inactive`.
+    pub status: String,
+    pub legacy_id: Option<String>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

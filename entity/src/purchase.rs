@@ -1,0 +1,27 @@
+use sea_orm::entity::prelude::*;
+
+/// A sale.
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "purchases")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub gym_id: Uuid,
+    pub member_id: Option<Uuid>,
+    pub product_id: Option<Uuid>,
+    pub description: String,
+    pub quantity: i32,
+    pub total_amount: i64,
+    pub currency: String,
+    /// `pending`, `paid`, `failed` or `refunded`.
+    pub payment_status: String,
+    pub purchased_at: DateTimeUtc,
+    pub legacy_id: Option<String>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,26 @@
+use sea_orm::entity::prelude::*;
+
+/// One event for one endpoint, with its attempts.
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "webhook_deliveries")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub gym_id: Uuid,
+    pub endpoint_id: Uuid,
+    pub event_id: Uuid,
+    pub event_type: String,
+    /// `pending`, `delivered` or `failed`.
+    pub status: String,
+    /// Attempts so far, a JSON array.
+    pub attempts: String,
+    pub attempt_count: i32,
+    pub next_attempt_at: Option<DateTimeUtc>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

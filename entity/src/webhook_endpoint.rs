@@ -1,0 +1,27 @@
+use sea_orm::entity::prelude::*;
+
+/// A receiver of webhook events.
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "webhook_endpoints")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    /// The gym or sandbox whose events it receives.
+    pub gym_id: Uuid,
+    pub url: String,
+    /// Subscribed event types, comma-separated; `None` for all.
+    pub event_types: Option<String>,
+    pub enabled: bool,
+    /// `whsec_...` signing secret.
+    pub secret: String,
+    /// The secret before the last rotation, valid until `previous_secret_expires_at`.
+    pub previous_secret: Option<String>,
+    pub previous_secret_expires_at: Option<DateTimeUtc>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,438 @@
+//! Gyms, sandboxes, API keys and gym users: the domain behind the operators' CLI and the settings
+//! area. Nothing here is reachable through the integration API.
+
+use argon2::{
+    Argon2, PasswordHasher,
+    password_hash::{SaltString, rand_core::OsRng},
+};
+use chrono::{DateTime, Utc};
+use entity::{api_key, facility, gym, user};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set,
+    TransactionTrait,
+};
+use uuid::Uuid;
+
+use crate::{auth, context::Environment};
+
+/// The message of SPEC.md for a test key without a sandbox.
+pub const SANDBOX_REQUIRED: &str = "Provision a sandbox first to create a test key.";
+
+#[derive(Debug, thiserror::Error)]
+pub enum AccountError {
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    #[error("{SANDBOX_REQUIRED}")]
+    SandboxRequired,
+    #[error("this gym already has a sandbox")]
+    SandboxExists,
+    #[error("a sandbox cannot have a sandbox, keys or users of its own; use its parent gym")]
+    IsSandbox,
+    #[error("this key is already retiring and cannot be rolled again")]
+    AlreadyRetiring,
+    #[error("this key no longer works (revoked or expired)")]
+    Inactive,
+    #[error("the permission {0} is required")]
+    PermissionDenied(&'static str),
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Db(#[from] sea_orm::DbErr),
+}
+
+pub type Result<T> = std::result::Result<T, AccountError>;
+
+/// A permission of a gym user.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Permission {
+    /// Manage keys, the sandbox and webhooks (Settings > Integrations).
+    SettingsManage,
+}
+
+impl Permission {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SettingsManage => "settings.manage",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        (s == "settings.manage").then_some(Self::SettingsManage)
+    }
+}
+
+/// Who asks for an action: an operator at the CLI, or a signed-in gym user.
+#[derive(Clone, Debug)]
+pub enum Actor {
+    Operator,
+    User(user::Model),
+}
+
+impl Actor {
+    /// The one place where permissions are enforced: owners have every permission, employees only
+    /// those granted to them, and a user acts only on their own gym.
+    pub fn require(&self, permission: Permission, gym_id: Uuid) -> Result<()> {
+        match self {
+            Self::Operator => Ok(()),
+            Self::User(u) if u.gym_id != gym_id => Err(AccountError::NotFound("gym")),
+            Self::User(u) if user_has(u, permission) => Ok(()),
+            Self::User(_) => Err(AccountError::PermissionDenied(permission.as_str())),
+        }
+    }
+}
+
+pub fn user_has(u: &user::Model, permission: Permission) -> bool {
+    u.role == "owner" || u.permissions.split(',').any(|p| p.trim() == permission.as_str())
+}
+
+/// Timestamps are kept to the microsecond, the precision both databases store.
+pub fn now() -> DateTime<Utc> {
+    let t = Utc::now();
+    DateTime::from_timestamp_micros(t.timestamp_micros()).unwrap_or(t)
+}
+
+pub fn new_id() -> Uuid {
+    Uuid::now_v7()
+}
+
+fn check_timezone(tz: &str) -> Result<()> {
+    tz.parse::<chrono_tz::Tz>()
+        .map(|_| ())
+        .map_err(|_| AccountError::Invalid(format!("unknown time zone {tz:?} (use an IANA name such as Europe/Berlin)")))
+}
+
+/// Creates a production gym with its first facility.
+pub async fn create_gym(db: &impl TransactionTrait, name: &str, timezone: &str, api_access: bool) -> Result<gym::Model> {
+    let name = name.trim();
+    if name.is_empty() || name.len() > 200 {
+        return Err(AccountError::Invalid("the gym name must have 1 to 200 characters".into()));
+    }
+    check_timezone(timezone)?;
+    let txn = db.begin().await?;
+    let gym = insert_gym(&txn, name, timezone, api_access, None).await?;
+    txn.commit().await?;
+    Ok(gym)
+}
+
+async fn insert_gym(db: &impl ConnectionTrait, name: &str, timezone: &str, api_access: bool, parent: Option<Uuid>) -> Result<gym::Model> {
+    let at = now();
+    let gym = gym::ActiveModel {
+        id: Set(new_id()),
+        name: Set(name.to_string()),
+        timezone: Set(timezone.to_string()),
+        parent_gym_id: Set(parent),
+        api_access: Set(api_access),
+        device_access: Set(true),
+        subscription_status: Set("active".into()),
+        grace_ends_at: Set(None),
+        created_at: Set(at),
+        updated_at: Set(at),
+    }
+    .insert(db)
+    .await?;
+    facility::ActiveModel {
+        id: Set(new_id()),
+        gym_id: Set(gym.id),
+        name: Set("Main facility".into()),
+        created_at: Set(at),
+        updated_at: Set(at),
+    }
+    .insert(db)
+    .await?;
+    Ok(gym)
+}
+
+pub async fn find_gym(db: &impl ConnectionTrait, id: Uuid) -> Result<gym::Model> {
+    gym::Entity::find_by_id(id).one(db).await?.ok_or(AccountError::NotFound("gym"))
+}
+
+async fn production_gym(db: &impl ConnectionTrait, id: Uuid) -> Result<gym::Model> {
+    let gym = find_gym(db, id).await?;
+    if gym.parent_gym_id.is_some() {
+        return Err(AccountError::IsSandbox);
+    }
+    Ok(gym)
+}
+
+/// Changes to a gym's plan and subscription (operators only).
+#[derive(Default, Debug)]
+pub struct GymUpdate {
+    pub api_access: Option<bool>,
+    pub device_access: Option<bool>,
+    pub subscription_status: Option<String>,
+    pub grace_ends_at: Option<Option<DateTime<Utc>>>,
+    pub timezone: Option<String>,
+}
+
+pub async fn update_gym(db: &impl ConnectionTrait, id: Uuid, update: GymUpdate) -> Result<gym::Model> {
+    let gym = production_gym(db, id).await?;
+    let mut m: gym::ActiveModel = gym.into();
+    if let Some(v) = update.api_access {
+        m.api_access = Set(v);
+    }
+    if let Some(v) = update.device_access {
+        m.device_access = Set(v);
+    }
+    if let Some(v) = update.subscription_status {
+        if !matches!(v.as_str(), "active" | "past_due" | "unpaid") {
+            return Err(AccountError::Invalid("subscription must be active, past_due or unpaid".into()));
+        }
+        m.subscription_status = Set(v);
+    }
+    if let Some(v) = update.grace_ends_at {
+        m.grace_ends_at = Set(v);
+    }
+    if let Some(tz) = update.timezone {
+        check_timezone(&tz)?;
+        m.timezone = Set(tz);
+    }
+    m.updated_at = Set(now());
+    Ok(m.update(db).await?)
+}
+
+/// The sandbox of a gym, if it has one.
+pub async fn sandbox_of(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<Option<gym::Model>> {
+    Ok(gym::Entity::find().filter(gym::Column::ParentGymId.eq(gym_id)).one(db).await?)
+}
+
+/// Provisions the gym's sandbox: "<gym name> (Sandbox)", one facility, empty, following the gym's plan.
+pub async fn provision_sandbox(db: &DatabaseConnection, actor: &Actor, gym_id: Uuid) -> Result<gym::Model> {
+    actor.require(Permission::SettingsManage, gym_id)?;
+    let txn = db.begin().await?;
+    let gym = production_gym(&txn, gym_id).await?;
+    if sandbox_of(&txn, gym_id).await?.is_some() {
+        return Err(AccountError::SandboxExists);
+    }
+    let name = format!("{} (Sandbox)", gym.name);
+    // The unique index on parent_gym_id settles a race between two provisions.
+    let sandbox = insert_gym(&txn, &name, &gym.timezone, gym.api_access, Some(gym.id)).await.map_err(|e| match e {
+        AccountError::Db(err) if is_unique_violation(&err) => AccountError::SandboxExists,
+        other => other,
+    })?;
+    txn.commit().await.map_err(|err| if is_unique_violation(&err) { AccountError::SandboxExists } else { err.into() })?;
+    Ok(sandbox)
+}
+
+pub fn is_unique_violation(err: &sea_orm::DbErr) -> bool {
+    matches!(err.sql_err(), Some(sea_orm::SqlErr::UniqueConstraintViolation(_)))
+}
+
+/// A key just created: the full key is in `key` and exists nowhere else.
+#[derive(Debug)]
+pub struct NewKey {
+    pub model: api_key::Model,
+    pub key: String,
+}
+
+pub async fn create_key(db: &DatabaseConnection, actor: &Actor, gym_id: Uuid, env: Environment, name: &str) -> Result<NewKey> {
+    actor.require(Permission::SettingsManage, gym_id)?;
+    let name = name.trim();
+    if name.is_empty() || name.len() > 100 {
+        return Err(AccountError::Invalid("the key name must have 1 to 100 characters".into()));
+    }
+    production_gym(db, gym_id).await?;
+    if env == Environment::Test && sandbox_of(db, gym_id).await?.is_none() {
+        return Err(AccountError::SandboxRequired);
+    }
+    insert_key(db, gym_id, env, name).await
+}
+
+async fn insert_key(db: &impl ConnectionTrait, gym_id: Uuid, env: Environment, name: &str) -> Result<NewKey> {
+    let key = auth::generate_key(env);
+    let model = api_key::ActiveModel {
+        id: Set(new_id()),
+        gym_id: Set(gym_id),
+        name: Set(name.to_string()),
+        environment: Set(env.as_str().to_string()),
+        fingerprint: Set(auth::fingerprint(&key)),
+        prefix: Set(auth::display_prefix(&key)),
+        created_at: Set(now()),
+        last_used_at: Set(None),
+        expires_at: Set(None),
+        revoked_at: Set(None),
+        replaced_by_id: Set(None),
+    }
+    .insert(db)
+    .await?;
+    Ok(NewKey { model, key })
+}
+
+/// The state of a key as the settings area shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyStatus {
+    Active,
+    Retires { at: DateTime<Utc> },
+    Expired,
+    Revoked,
+}
+
+impl KeyStatus {
+    pub fn of(k: &api_key::Model, now: DateTime<Utc>) -> Self {
+        if k.revoked_at.is_some_and(|t| t <= now) {
+            Self::Revoked
+        } else {
+            match k.expires_at {
+                Some(t) if t <= now => Self::Expired,
+                Some(t) => Self::Retires { at: t },
+                None => Self::Active,
+            }
+        }
+    }
+
+    /// `Active`, `Retires in 23 h`, `Retires in 12 min`, `Expired`, `Revoked`.
+    pub fn label(&self, now: DateTime<Utc>) -> String {
+        match self {
+            Self::Active => "Active".into(),
+            Self::Expired => "Expired".into(),
+            Self::Revoked => "Revoked".into(),
+            Self::Retires { at } => {
+                let secs = (*at - now).num_seconds().max(0);
+                if secs >= 3600 {
+                    format!("Retires in {} h", secs / 3600)
+                } else {
+                    format!("Retires in {} min", ((secs + 59) / 60).max(1))
+                }
+            }
+        }
+    }
+
+    /// Only an active key offers the Roll action.
+    pub fn can_roll(&self) -> bool {
+        matches!(self, Self::Active)
+    }
+}
+
+pub async fn list_keys(db: &impl ConnectionTrait, actor: &Actor, gym_id: Uuid) -> Result<Vec<api_key::Model>> {
+    actor.require(Permission::SettingsManage, gym_id)?;
+    production_gym(db, gym_id).await?;
+    Ok(api_key::Entity::find()
+        .filter(api_key::Column::GymId.eq(gym_id))
+        .order_by_desc(api_key::Column::CreatedAt)
+        .order_by_desc(api_key::Column::Id)
+        .all(db)
+        .await?)
+}
+
+pub async fn find_key(db: &impl ConnectionTrait, key_id: Uuid) -> Result<api_key::Model> {
+    api_key::Entity::find_by_id(key_id).one(db).await?.ok_or(AccountError::NotFound("key"))
+}
+
+/// The result of a roll: a new key now; the old one works until `expires_at`.
+#[derive(Debug)]
+pub struct Rolled {
+    pub new: NewKey,
+    pub retiring: api_key::Model,
+}
+
+pub async fn roll_key(db: &DatabaseConnection, actor: &Actor, key_id: Uuid, grace: std::time::Duration) -> Result<Rolled> {
+    let txn = db.begin().await?;
+    let old = find_key(&txn, key_id).await?;
+    actor.require(Permission::SettingsManage, old.gym_id)?;
+    let at = now();
+    match KeyStatus::of(&old, at) {
+        KeyStatus::Active => {}
+        KeyStatus::Retires { .. } => return Err(AccountError::AlreadyRetiring),
+        KeyStatus::Expired | KeyStatus::Revoked => return Err(AccountError::Inactive),
+    }
+    let env = Environment::parse(&old.environment).ok_or_else(|| AccountError::Invalid("corrupt key environment".into()))?;
+    let new = insert_key(&txn, old.gym_id, env, &old.name).await?;
+    let grace = chrono::Duration::from_std(grace).map_err(|_| AccountError::Invalid("grace period too long".into()))?;
+    let mut m: api_key::ActiveModel = old.into();
+    m.expires_at = Set(Some(at + grace));
+    m.replaced_by_id = Set(Some(new.model.id));
+    let retiring = m.update(&txn).await?;
+    txn.commit().await?;
+    Ok(Rolled { new, retiring })
+}
+
+/// Revokes a key: it stops working on the next request, on every instance (keys are checked against
+/// the database on every request).
+pub async fn revoke_key(db: &DatabaseConnection, actor: &Actor, key_id: Uuid) -> Result<api_key::Model> {
+    let key = find_key(db, key_id).await?;
+    actor.require(Permission::SettingsManage, key.gym_id)?;
+    if key.revoked_at.is_some() {
+        return Ok(key);
+    }
+    let mut m: api_key::ActiveModel = key.into();
+    m.revoked_at = Set(Some(now()));
+    Ok(m.update(db).await?)
+}
+
+/// Creates a gym user. Owners have every permission; employees only those granted.
+pub async fn create_user(db: &impl ConnectionTrait, gym_id: Uuid, email: &str, role: &str, grants: &[Permission], password: &str) -> Result<user::Model> {
+    production_gym(db, gym_id).await?;
+    let email = email.trim().to_lowercase();
+    if !email.contains('@') || email.len() > 254 {
+        return Err(AccountError::Invalid(format!("{email:?} is not an email address")));
+    }
+    if !matches!(role, "owner" | "employee") {
+        return Err(AccountError::Invalid("role must be owner or employee".into()));
+    }
+    if password.chars().count() < 10 {
+        return Err(AccountError::Invalid("the password must have at least 10 characters".into()));
+    }
+    let salt = SaltString::generate(&mut OsRng);
+    let hash = Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map_err(|e| AccountError::Invalid(format!("cannot hash the password: {e}")))?
+        .to_string();
+    let at = now();
+    let permissions: Vec<&str> = grants.iter().map(|p| p.as_str()).collect();
+    let user = user::ActiveModel {
+        id: Set(new_id()),
+        gym_id: Set(gym_id),
+        email: Set(email),
+        password_hash: Set(hash),
+        role: Set(role.to_string()),
+        permissions: Set(permissions.join(",")),
+        created_at: Set(at),
+        updated_at: Set(at),
+    }
+    .insert(db)
+    .await
+    .map_err(|e| if is_unique_violation(&e) { AccountError::Invalid("a user with this email exists".into()) } else { e.into() })?;
+    Ok(user)
+}
+
+/// The facility a new member goes to when none is given: the gym's oldest.
+pub async fn first_facility(db: &impl ConnectionTrait, gym_id: Uuid) -> std::result::Result<Option<facility::Model>, sea_orm::DbErr> {
+    facility::Entity::find()
+        .filter(facility::Column::GymId.eq(gym_id))
+        .order_by_asc(facility::Column::CreatedAt)
+        .order_by_asc(facility::Column::Id)
+        .one(db)
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_labels_match_the_settings_area() {
+        let now = Utc::now();
+        let mut k = api_key::Model {
+            id: Uuid::nil(),
+            gym_id: Uuid::nil(),
+            name: "n".into(),
+            environment: "live".into(),
+            fingerprint: String::new(),
+            prefix: String::new(),
+            created_at: now,
+            last_used_at: None,
+            expires_at: None,
+            revoked_at: None,
+            replaced_by_id: None,
+        };
+        assert_eq!(KeyStatus::of(&k, now).label(now), "Active");
+        k.expires_at = Some(now + chrono::Duration::hours(23) + chrono::Duration::minutes(59));
+        assert_eq!(KeyStatus::of(&k, now).label(now), "Retires in 23 h");
+        assert!(!KeyStatus::of(&k, now).can_roll());
+        k.expires_at = Some(now + chrono::Duration::seconds(61));
+        assert_eq!(KeyStatus::of(&k, now).label(now), "Retires in 2 min");
+        k.expires_at = Some(now);
+        assert_eq!(KeyStatus::of(&k, now).label(now), "Expired");
+        k.revoked_at = Some(now);
+        assert_eq!(KeyStatus::of(&k, now).label(now), "Revoked");
+    }
+}

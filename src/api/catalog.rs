@@ -1,0 +1,192 @@
+//! The read-only catalogues: membership plans, subscription plans, products, and sales.
+
+use entity::{membership_plan, product, purchase, subscription_plan};
+use poem_openapi::payload::Json;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+
+use super::{Handlers, generated::*, links, meta, money, parse_id};
+use crate::{context::RequestContext, errors::ApiError, pagination::{Page, rfc3339}};
+
+fn membership_plan(m: membership_plan::Model) -> MembershipPlan {
+    MembershipPlan {
+        object: MembershipPlanObject::MembershipPlan,
+        id: m.id,
+        name: m.name,
+        description: m.description.into(),
+        price: money(m.price_amount, &m.currency),
+        duration_days: m.duration_days.into(),
+        visit_limit: m.visit_limit.into(),
+        status: PlanStatus::parse(&m.status).unwrap_or(PlanStatus::Active),
+        legacy_id: m.legacy_id.into(),
+        created_at: m.created_at,
+        updated_at: m.updated_at,
+    }
+}
+
+fn subscription_plan(m: subscription_plan::Model) -> SubscriptionPlan {
+    SubscriptionPlan {
+        object: SubscriptionPlanObject::SubscriptionPlan,
+        id: m.id,
+        name: m.name,
+        description: m.description.into(),
+        price: money(m.price_amount, &m.currency),
+        billing_interval: BillingInterval::parse(&m.billing_interval).unwrap_or(BillingInterval::Month),
+        billing_interval_count: m.billing_interval_count,
+        status: PlanStatus::parse(&m.status).unwrap_or(PlanStatus::Active),
+        legacy_id: m.legacy_id.into(),
+        created_at: m.created_at,
+        updated_at: m.updated_at,
+    }
+}
+
+fn product(m: product::Model) -> Product {
+    Product {
+        object: ProductObject::Product,
+        id: m.id,
+        name: m.name,
+        description: m.description.into(),
+        sku: m.sku.into(),
+        price: money(m.price_amount, &m.currency),
+        status: ProductStatus::parse(&m.status).unwrap_or(ProductStatus::Active),
+        legacy_id: m.legacy_id.into(),
+        created_at: m.created_at,
+        updated_at: m.updated_at,
+    }
+}
+
+fn purchase(m: purchase::Model) -> Purchase {
+    Purchase {
+        object: PurchaseObject::Purchase,
+        id: m.id,
+        member_id: m.member_id.into(),
+        product_id: m.product_id.into(),
+        description: m.description,
+        quantity: m.quantity,
+        total: money(m.total_amount, &m.currency),
+        payment_status: PaymentStatus::parse(&m.payment_status).unwrap_or(PaymentStatus::Pending),
+        purchased_at: m.purchased_at,
+        legacy_id: m.legacy_id.into(),
+        created_at: m.created_at,
+        updated_at: m.updated_at,
+    }
+}
+
+impl MembershipsApi for Handlers {
+    async fn list_membership_plans(&self, ctx: &RequestContext, p: ListMembershipPlansParams) -> Result<ListMembershipPlansResponse, ApiError> {
+        use membership_plan::{Column, Entity};
+        let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
+        page.filter("updated_since", p.updated_since.map(rfc3339));
+        let mut select = Entity::find().filter(Column::GymId.eq(ctx.tenant.gym_id));
+        if let Some(t) = p.updated_since {
+            select = select.filter(Column::UpdatedAt.gte(t));
+        }
+        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id).await?;
+        Ok(ListMembershipPlansResponse::Ok(Json(MembershipPlanList {
+            data: rows.into_iter().map(membership_plan).collect(),
+            links: links(&page),
+            meta: meta(&page),
+        })))
+    }
+
+    async fn get_membership_plan(&self, ctx: &RequestContext, p: GetMembershipPlanParams) -> Result<GetMembershipPlanResponse, ApiError> {
+        use membership_plan::{Column, Entity};
+        let kind = "membership plan";
+        let m = Entity::find_by_id(parse_id(kind, &p.id)?)
+            .filter(Column::GymId.eq(ctx.tenant.gym_id))
+            .one(self.db())
+            .await?
+            .ok_or_else(|| ApiError::not_found(kind, &p.id))?;
+        Ok(GetMembershipPlanResponse::Ok(Json(membership_plan(m))))
+    }
+}
+
+impl SubscriptionsApi for Handlers {
+    async fn list_subscription_plans(&self, ctx: &RequestContext, p: ListSubscriptionPlansParams) -> Result<ListSubscriptionPlansResponse, ApiError> {
+        use subscription_plan::{Column, Entity};
+        let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
+        page.filter("updated_since", p.updated_since.map(rfc3339));
+        let mut select = Entity::find().filter(Column::GymId.eq(ctx.tenant.gym_id));
+        if let Some(t) = p.updated_since {
+            select = select.filter(Column::UpdatedAt.gte(t));
+        }
+        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id).await?;
+        Ok(ListSubscriptionPlansResponse::Ok(Json(SubscriptionPlanList {
+            data: rows.into_iter().map(subscription_plan).collect(),
+            links: links(&page),
+            meta: meta(&page),
+        })))
+    }
+
+    async fn get_subscription_plan(&self, ctx: &RequestContext, p: GetSubscriptionPlanParams) -> Result<GetSubscriptionPlanResponse, ApiError> {
+        use subscription_plan::{Column, Entity};
+        let kind = "subscription plan";
+        let m = Entity::find_by_id(parse_id(kind, &p.id)?)
+            .filter(Column::GymId.eq(ctx.tenant.gym_id))
+            .one(self.db())
+            .await?
+            .ok_or_else(|| ApiError::not_found(kind, &p.id))?;
+        Ok(GetSubscriptionPlanResponse::Ok(Json(subscription_plan(m))))
+    }
+}
+
+impl ProductsApi for Handlers {
+    async fn list_products(&self, ctx: &RequestContext, p: ListProductsParams) -> Result<ListProductsResponse, ApiError> {
+        use product::{Column, Entity};
+        let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
+        page.filter("status", p.status.map(|s| s.as_str().to_string()));
+        page.filter("updated_since", p.updated_since.map(rfc3339));
+        let mut select = Entity::find().filter(Column::GymId.eq(ctx.tenant.gym_id));
+        if let Some(s) = p.status {
+            select = select.filter(Column::Status.eq(s.as_str()));
+        }
+        if let Some(t) = p.updated_since {
+            select = select.filter(Column::UpdatedAt.gte(t));
+        }
+        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id).await?;
+        Ok(ListProductsResponse::Ok(Json(ProductList { data: rows.into_iter().map(product).collect(), links: links(&page), meta: meta(&page) })))
+    }
+
+    async fn get_product(&self, ctx: &RequestContext, p: GetProductParams) -> Result<GetProductResponse, ApiError> {
+        use product::{Column, Entity};
+        let kind = "product";
+        let m = Entity::find_by_id(parse_id(kind, &p.id)?)
+            .filter(Column::GymId.eq(ctx.tenant.gym_id))
+            .one(self.db())
+            .await?
+            .ok_or_else(|| ApiError::not_found(kind, &p.id))?;
+        Ok(GetProductResponse::Ok(Json(product(m))))
+    }
+}
+
+impl PurchasesApi for Handlers {
+    async fn list_purchases(&self, ctx: &RequestContext, p: ListPurchasesParams) -> Result<ListPurchasesResponse, ApiError> {
+        use purchase::{Column, Entity};
+        let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
+        page.filter("member_id", p.member_id.map(|id| id.to_string()));
+        page.filter("payment_status", p.payment_status.map(|s| s.as_str().to_string()));
+        page.filter("updated_since", p.updated_since.map(rfc3339));
+        let mut select = Entity::find().filter(Column::GymId.eq(ctx.tenant.gym_id));
+        if let Some(id) = p.member_id {
+            select = select.filter(Column::MemberId.eq(id));
+        }
+        if let Some(s) = p.payment_status {
+            select = select.filter(Column::PaymentStatus.eq(s.as_str()));
+        }
+        if let Some(t) = p.updated_since {
+            select = select.filter(Column::UpdatedAt.gte(t));
+        }
+        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::PurchasedAt, Column::Id).await?;
+        Ok(ListPurchasesResponse::Ok(Json(PurchaseList { data: rows.into_iter().map(purchase).collect(), links: links(&page), meta: meta(&page) })))
+    }
+
+    async fn get_purchase(&self, ctx: &RequestContext, p: GetPurchaseParams) -> Result<GetPurchaseResponse, ApiError> {
+        use purchase::{Column, Entity};
+        let kind = "purchase";
+        let m = Entity::find_by_id(parse_id(kind, &p.id)?)
+            .filter(Column::GymId.eq(ctx.tenant.gym_id))
+            .one(self.db())
+            .await?
+            .ok_or_else(|| ApiError::not_found(kind, &p.id))?;
+        Ok(GetPurchaseResponse::Ok(Json(purchase(m))))
+    }
+}

@@ -1,0 +1,253 @@
+//! `Members`: the one resource an integration writes to.
+
+use entity::member;
+use poem_openapi::{payload::Json, types::MaybeUndefined};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set,
+    sea_query::{Expr, Func, SimpleExpr},
+};
+use uuid::Uuid;
+
+use super::{Handlers, generated::*, links, meta, parse_id};
+use crate::{
+    accounts::{self, is_unique_violation, new_id, now},
+    context::RequestContext,
+    errors::{ApiError, FieldErrors},
+    pagination::Page,
+};
+
+const KIND: &str = "member";
+
+pub fn record(m: member::Model) -> Member {
+    Member {
+        object: MemberObject::Member,
+        id: m.id,
+        first_name: m.first_name,
+        last_name: m.last_name,
+        email: m.email.into(),
+        phone: m.phone.into(),
+        gender: m.gender.into(),
+        date_of_birth: m.date_of_birth.into(),
+        city: m.city.into(),
+        country: m.country.into(),
+        status: MemberStatus::parse(&m.status).unwrap_or(MemberStatus::Active),
+        facility_id: m.facility_id,
+        legacy_id: m.legacy_id.into(),
+        visits_count: m.visits_count,
+        last_visit_at: m.last_visit_at.into(),
+        created_at: m.created_at,
+        updated_at: m.updated_at,
+    }
+}
+
+/// `%term%` for LIKE, with the wildcards of the term escaped (`\` is the escape character).
+fn like_pattern(term: &str) -> String {
+    let mut p = String::with_capacity(term.len() + 2);
+    p.push('%');
+    for c in term.to_lowercase().chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            p.push('\\');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
+}
+
+/// First name, last name, "first last" and email, case-insensitively, on SQLite and PostgreSQL.
+fn search_condition(term: &str) -> SimpleExpr {
+    let pattern = like_pattern(term.trim());
+    let like = |e: SimpleExpr| Expr::cust_with_exprs("$1 LIKE $2 ESCAPE '\\'", [e, Expr::val(pattern.clone()).into()]);
+    let lower = |c: member::Column| SimpleExpr::from(Func::lower(Expr::col(c)));
+    let full = SimpleExpr::from(Func::lower(Expr::cust_with_exprs(
+        "$1 || ' ' || $2",
+        [Expr::col(member::Column::FirstName).into(), Expr::col(member::Column::LastName).into()],
+    )));
+    like(lower(member::Column::FirstName))
+        .or(like(lower(member::Column::LastName)))
+        .or(like(full))
+        .or(like(Expr::col(member::Column::EmailNormalized).into()))
+}
+
+async fn find(db: &impl ConnectionTrait, gym_id: Uuid, id: &str) -> Result<member::Model, ApiError> {
+    let uuid = parse_id(KIND, id)?;
+    member::Entity::find_by_id(uuid)
+        .filter(member::Column::GymId.eq(gym_id))
+        .one(db)
+        .await?
+        .ok_or_else(|| ApiError::not_found(KIND, id))
+}
+
+/// Rules the schema cannot express: the email is free within the gym, the facility is the gym's.
+async fn check_references(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    member_id: Option<Uuid>,
+    email: Option<&str>,
+    facility_id: Option<Uuid>,
+) -> Result<(), ApiError> {
+    let mut errors = FieldErrors::new();
+    if let Some(email) = email {
+        let mut q = member::Entity::find()
+            .filter(member::Column::GymId.eq(gym_id))
+            .filter(member::Column::EmailNormalized.eq(email.to_lowercase()));
+        if let Some(id) = member_id {
+            q = q.filter(member::Column::Id.ne(id));
+        }
+        if q.one(db).await?.is_some() {
+            errors.add("email", "The email has already been taken.");
+        }
+    }
+    if let Some(fid) = facility_id {
+        let found = entity::facility::Entity::find_by_id(fid)
+            .filter(entity::facility::Column::GymId.eq(gym_id))
+            .one(db)
+            .await?;
+        if found.is_none() {
+            errors.add("facility_id", "The selected facility_id is not a facility of this gym.");
+        }
+    }
+    errors.into_result()
+}
+
+fn email_taken(err: sea_orm::DbErr) -> ApiError {
+    if is_unique_violation(&err) { ApiError::invalid("email", "The email has already been taken.") } else { err.into() }
+}
+
+impl MembersApi for Handlers {
+    async fn list_members(&self, ctx: &RequestContext, p: ListMembersParams) -> Result<ListMembersResponse, ApiError> {
+        let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
+        page.filter("status", p.status.map(|s| s.as_str().to_string()));
+        page.filter("search", p.search.clone());
+        page.filter("updated_since", p.updated_since.map(crate::pagination::rfc3339));
+        let mut select = member::Entity::find().filter(member::Column::GymId.eq(ctx.tenant.gym_id));
+        if let Some(s) = p.status {
+            select = select.filter(member::Column::Status.eq(s.as_str()));
+        }
+        if let Some(term) = p.search.as_deref().filter(|t| !t.trim().is_empty()) {
+            select = select.filter(search_condition(term));
+        }
+        if let Some(t) = p.updated_since {
+            select = select.filter(member::Column::UpdatedAt.gte(t));
+        }
+        let rows = page
+            .fetch(self.db(), select, member::Column::CreatedAt, member::Column::CreatedAt, member::Column::Id)
+            .await?;
+        Ok(ListMembersResponse::Ok(Json(MemberList {
+            data: rows.into_iter().map(record).collect(),
+            links: links(&page),
+            meta: meta(&page),
+        })))
+    }
+
+    async fn create_member(&self, ctx: &RequestContext, p: CreateMemberParams) -> Result<CreateMemberResponse, ApiError> {
+        let gym_id = ctx.tenant.gym_id;
+        let b = p.body;
+        let email = b.email.take().map(|e| e.0);
+        let facility_id = b.facility_id.take();
+        check_references(self.db(), gym_id, None, email.as_deref(), facility_id).await?;
+        let facility_id = match facility_id {
+            Some(id) => id,
+            None => accounts::first_facility(self.db(), gym_id)
+                .await?
+                .ok_or_else(|| ApiError::invalid("facility_id", "This gym has no facility; give a facility_id."))?
+                .id,
+        };
+        let at = now();
+        let model = member::ActiveModel {
+            id: Set(new_id()),
+            gym_id: Set(gym_id),
+            facility_id: Set(facility_id),
+            first_name: Set(b.first_name),
+            last_name: Set(b.last_name),
+            email_normalized: Set(email.as_ref().map(|e| e.to_lowercase())),
+            email: Set(email),
+            phone: Set(b.phone.take()),
+            gender: Set(b.gender.take()),
+            date_of_birth: Set(b.date_of_birth.take()),
+            city: Set(b.city.take()),
+            country: Set(b.country.take()),
+            status: Set(b.status.unwrap_or(MemberStatus::Active).as_str().to_string()),
+            legacy_id: Set(None),
+            visits_count: Set(0),
+            last_visit_at: Set(None),
+            created_at: Set(at),
+            updated_at: Set(at),
+        }
+        .insert(self.db())
+        .await
+        .map_err(email_taken)?;
+        Ok(CreateMemberResponse::Created(Json(record(model))))
+    }
+
+    async fn get_member(&self, ctx: &RequestContext, p: GetMemberParams) -> Result<GetMemberResponse, ApiError> {
+        let m = find(self.db(), ctx.tenant.gym_id, &p.id).await?;
+        Ok(GetMemberResponse::Ok(Json(record(m))))
+    }
+
+    async fn replace_member(&self, ctx: &RequestContext, p: ReplaceMemberParams) -> Result<ReplaceMemberResponse, ApiError> {
+        let m = update(self, ctx, &p.id, p.body).await?;
+        Ok(ReplaceMemberResponse::Ok(Json(m)))
+    }
+
+    async fn update_member(&self, ctx: &RequestContext, p: UpdateMemberParams) -> Result<UpdateMemberResponse, ApiError> {
+        let m = update(self, ctx, &p.id, p.body).await?;
+        Ok(UpdateMemberResponse::Ok(Json(m)))
+    }
+}
+
+/// PUT and PATCH alike: only the given fields change; `null` clears an optional field.
+async fn update(h: &Handlers, ctx: &RequestContext, id: &str, b: MemberUpdate) -> Result<Member, ApiError> {
+    let gym_id = ctx.tenant.gym_id;
+    let current = find(h.db(), gym_id, id).await?;
+    let new_email: MaybeUndefined<String> = b.email.map_value(|e| e.0);
+    check_references(h.db(), gym_id, Some(current.id), new_email.value().map(String::as_str), b.facility_id).await?;
+    let mut m: member::ActiveModel = current.into();
+    if let Some(v) = b.first_name {
+        m.first_name = Set(v);
+    }
+    if let Some(v) = b.last_name {
+        m.last_name = Set(v);
+    }
+    if let Some(v) = b.facility_id {
+        m.facility_id = Set(v);
+    }
+    if let Some(v) = b.status {
+        m.status = Set(v.as_str().to_string());
+    }
+    if let Some(email) = new_email.as_opt_ref() {
+        m.email_normalized = Set(email.map(|e| e.to_lowercase()));
+        m.email = Set(email.cloned());
+    }
+    set_optional(&mut m.phone, b.phone);
+    set_optional(&mut m.gender, b.gender);
+    set_optional(&mut m.date_of_birth, b.date_of_birth);
+    set_optional(&mut m.city, b.city);
+    set_optional(&mut m.country, b.country);
+    m.updated_at = Set(now());
+    let saved = m.update(h.db()).await.map_err(email_taken)?;
+    Ok(record(saved))
+}
+
+fn set_optional<T>(field: &mut sea_orm::ActiveValue<Option<T>>, value: MaybeUndefined<T>)
+where
+    T: Into<sea_orm::Value>,
+    Option<T>: Into<sea_orm::Value>,
+{
+    match value {
+        MaybeUndefined::Undefined => {}
+        MaybeUndefined::Null => *field = Set(None),
+        MaybeUndefined::Value(v) => *field = Set(Some(v)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::like_pattern;
+
+    #[test]
+    fn search_terms_are_literal_in_like() {
+        assert_eq!(like_pattern("Ada"), "%ada%");
+        assert_eq!(like_pattern("50%_off\\"), "%50\\%\\_off\\\\%");
+    }
+}

@@ -1,0 +1,62 @@
+//! The handlers of the integration API, one file per tag of openapi.yaml. Each implements the trait
+//! `build.rs` generated for its tag; routing, authentication and validation happen before them.
+
+pub mod generated;
+
+mod attendance;
+mod catalog;
+mod import;
+mod members;
+mod statistics;
+mod webhooks;
+
+use generated::{Money, PaginationLinks, PaginationMeta};
+use uuid::Uuid;
+
+use crate::{app::AppState, errors::ApiError, pagination::Page};
+
+/// Implements every handler trait of the generated `Api`.
+#[derive(Clone)]
+pub struct Handlers {
+    state: AppState,
+}
+
+impl Handlers {
+    pub fn new(state: AppState) -> Self {
+        Self { state }
+    }
+
+    fn db(&self) -> &sea_orm::DatabaseConnection {
+        &self.state.db
+    }
+}
+
+/// The id of a path; anything that is not a UUID is an id that does not exist.
+fn parse_id(kind: &str, id: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(id).map_err(|_| ApiError::not_found(kind, id))
+}
+
+fn money(amount: i64, currency: &str) -> Money {
+    Money { amount, currency: currency.to_string() }
+}
+
+fn links(page: &Page) -> PaginationLinks {
+    PaginationLinks {
+        first: page.link(1),
+        last: page.link(page.last_page()),
+        prev: page.prev().map(|p| page.link(p)).into(),
+        next: page.next().map(|p| page.link(p)).into(),
+    }
+}
+
+fn meta(page: &Page) -> PaginationMeta {
+    let (from, to) = page.range();
+    PaginationMeta {
+        current_page: page.page,
+        last_page: page.last_page(),
+        per_page: page.per_page,
+        total: page.total,
+        from: from.into(),
+        to: to.into(),
+    }
+}

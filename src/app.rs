@@ -1,0 +1,185 @@
+//! Builds the service: routes, middleware, state. Tests start exactly this on port 0.
+
+use std::{sync::Arc, time::Instant};
+
+use poem::{
+    error::ResponseError,
+    Endpoint, EndpointExt, IntoResponse, Request, Response, Route, get, handler,
+    http::{HeaderValue, StatusCode},
+    web::Data,
+};
+use poem_openapi::OpenApiService;
+use sea_orm::DatabaseConnection;
+use serde_json::json;
+use tracing::Instrument as _;
+
+use crate::{
+    api::{Handlers, generated::Api},
+    auth::{self, LastUsed},
+    config::Config,
+    context::RequestContext,
+    contract::{self, Contract, MAX_BODY_BYTES, RouteMatch},
+    errors::{ApiError, json_response, to_json_error},
+};
+
+/// Everything a request may need, shared by all of them.
+#[derive(Clone)]
+pub struct AppState {
+    pub db: DatabaseConnection,
+    pub config: Arc<Config>,
+    pub contract: Arc<Contract>,
+    pub last_used: Arc<LastUsed>,
+}
+
+impl AppState {
+    pub fn new(db: DatabaseConnection, config: Config) -> anyhow::Result<Self> {
+        Ok(Self { db, config: Arc::new(config), contract: Contract::embedded()?, last_used: Arc::new(LastUsed::default()) })
+    }
+}
+
+/// Base path of the integration API.
+pub const API_BASE: &str = "/api/v1";
+
+/// The poem-openapi service generated from openapi.yaml, with the hand-written handlers.
+pub fn openapi_service(state: &AppState) -> OpenApiService<Api<Handlers>, ()> {
+    OpenApiService::new(Api(Handlers::new(state.clone())), "gymapi", "1.0.0").server(API_BASE)
+}
+
+/// The whole HTTP application.
+pub fn app(state: AppState) -> impl Endpoint<Output = Response> {
+    let gate_state = state.clone();
+    let api = openapi_service(&state).around(move |ep, req| gate(ep, req, gate_state.clone()));
+    Route::new()
+        .at("/healthz", get(healthz))
+        .at("/readyz", get(readyz))
+        .nest(API_BASE, api)
+        .data(state)
+        .around(edge)
+}
+
+/// Outermost layer: the request id, JSON for every error, one log line per request. Logs carry the
+/// method, the path without its query, the status and the time; never a key or a body.
+async fn edge<E: Endpoint>(next: Arc<E>, req: Request) -> poem::Result<Response> {
+    let request_id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 200 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_string)
+        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let started = Instant::now();
+    let span = tracing::info_span!("request", request_id = %request_id);
+    let mut response = async {
+        match next.call(req).await {
+            Ok(r) => r.into_response(),
+            Err(e) => to_json_error(e),
+        }
+    }
+    .instrument(span.clone())
+    .await;
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert("x-request-id", v);
+    }
+    span.in_scope(|| {
+        tracing::info!(
+            method = %method,
+            path = %path,
+            status = response.status().as_u16(),
+            elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
+            "request"
+        )
+    });
+    Ok(response)
+}
+
+/// The gate of `/api/v1`, in the order of DESIGN.md §5: key (401) → subscription (402) → plan (403)
+/// → rate limit (429) → route (404/405) → validation against openapi.yaml (422). Only requests that
+/// pass every check reach the generated routes, with their `RequestContext`.
+async fn gate<E: Endpoint>(next: Arc<E>, mut req: Request, state: AppState) -> poem::Result<Response> {
+    let key = auth::key_from_headers(req.headers());
+    let tenant = match auth::authenticate(&state.db, key.as_deref(), crate::accounts::now()).await {
+        Ok(t) => t,
+        Err(e) => return Ok(e.as_response()),
+    };
+    state.last_used.touch(&state.db, tenant.key_id);
+
+    let path = req.uri().path().to_string();
+    if path == "/openapi.yaml" && req.method() == poem::http::Method::GET {
+        return Ok(Response::builder().content_type("application/yaml").body(contract::DOCUMENT));
+    }
+    match state.contract.route(req.method(), &path) {
+        RouteMatch::NotFound => {
+            return Ok(ApiError::NotFound(format!("No such path: {}{}.", API_BASE, truncate(&path, 200))).as_response());
+        }
+        RouteMatch::MethodNotAllowed(allow) => {
+            let err = ApiError::MethodNotAllowed { method: req.method().to_string(), path: format!("{API_BASE}{}", truncate(&path, 200)), allow };
+            return Ok(err.as_response());
+        }
+        RouteMatch::Operation(op) => {
+            let mut errors = op.validate_params(req.uri().query(), req.headers());
+            if op.has_body() {
+                let content_type = req.content_type().map(str::to_string);
+                let bytes = match req.take_body().into_bytes_limit(MAX_BODY_BYTES).await {
+                    Ok(b) => b,
+                    Err(_) => {
+                        errors.add("body", format!("The request body must not be larger than {} MiB.", MAX_BODY_BYTES / 1024 / 1024));
+                        return Ok(ApiError::Validation(errors).as_response());
+                    }
+                };
+                if let Err(body_errors) = op.validate_body(content_type.as_deref(), &bytes) {
+                    for (field, messages) in body_errors.0 {
+                        for m in messages {
+                            errors.add(field.clone(), m);
+                        }
+                    }
+                }
+                req.set_body(bytes);
+            }
+            if !errors.is_empty() {
+                return Ok(ApiError::Validation(errors).as_response());
+            }
+        }
+    }
+    let base_url = base_url(&state.config, &req);
+    req.extensions_mut().insert(RequestContext { tenant, base_url, path });
+    match next.call(req).await {
+        Ok(r) => Ok(r.into_response()),
+        Err(e) => Ok(to_json_error(e)),
+    }
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+/// Absolute base of the API for list links: `GYMAPI_PUBLIC_URL`, else what the client addressed.
+fn base_url(config: &Config, req: &Request) -> String {
+    if let Some(u) = &config.public_url {
+        return format!("{u}{API_BASE}");
+    }
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).map(|s| s.split(',').next().unwrap_or_default().trim().to_string());
+    let proto = header("x-forwarded-proto").filter(|p| p == "https" || p == "http").unwrap_or_else(|| "http".into());
+    let host = header("x-forwarded-host")
+        .or_else(|| header("host"))
+        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b)))
+        .unwrap_or_else(|| config.bind.to_string());
+    format!("{proto}://{host}{API_BASE}")
+}
+
+#[handler]
+fn healthz() -> Response {
+    json_response(StatusCode::OK, &json!({ "status": "ok" }))
+}
+
+/// Ready when the database (and Redis, when configured) answers.
+#[handler]
+async fn readyz(state: Data<&AppState>) -> Response {
+    let database = state.db.ping().await.is_ok();
+    let status = if database { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    json_response(status, &json!({ "status": if database { "ready" } else { "unavailable" }, "database": database }))
+}

@@ -1,0 +1,108 @@
+//! Configuration from the environment (see the README's table). Defaults are SPEC.md's.
+
+use std::{env, net::SocketAddr, time::Duration};
+
+use anyhow::{Context as _, bail};
+
+/// Everything the service reads from its environment.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `DATABASE_URL`: `sqlite://gymapi.db?mode=rwc` (default) or `postgres://...`.
+    pub database_url: String,
+    /// `REDIS_URL`: when unset, rate limits and idempotency live in process.
+    pub redis_url: Option<String>,
+    /// `GYMAPI_BIND`, default `127.0.0.1:8080`.
+    pub bind: SocketAddr,
+    /// `GYMAPI_PUBLIC_URL`: the absolute base of list links, e.g. `https://api.example.com`. When
+    /// unset, links are built from the request's `Host` (and `X-Forwarded-Proto`/`-Host`).
+    pub public_url: Option<String>,
+    /// `GYMAPI_RATE_LIMIT_PER_MINUTE`, default 120.
+    pub rate_limit_per_minute: u32,
+    /// `GYMAPI_IDEMPOTENCY_TTL_SECS`, default 86,400.
+    pub idempotency_ttl: Duration,
+    /// `GYMAPI_KEY_ROLL_GRACE_SECS`, default 86,400.
+    pub key_roll_grace: Duration,
+    /// `GYMAPI_WEBHOOK_ALLOW_PRIVATE=1` allows http and private addresses (development, tests).
+    pub webhook_allow_private: bool,
+    /// `GYMAPI_WEBHOOK_RETRY_SCHEDULE`, seconds separated by commas.
+    pub webhook_retry_schedule: Vec<Duration>,
+    /// `GYMAPI_LOG_FORMAT=json` for JSON lines (default: human-readable).
+    pub log_json: bool,
+}
+
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://gymapi.db?mode=rwc";
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            database_url: DEFAULT_DATABASE_URL.to_string(),
+            redis_url: None,
+            bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            public_url: None,
+            rate_limit_per_minute: 120,
+            idempotency_ttl: Duration::from_secs(24 * 3600),
+            key_roll_grace: Duration::from_secs(24 * 3600),
+            webhook_allow_private: false,
+            webhook_retry_schedule: [5, 300, 1800, 7200, 18000, 36000, 36000]
+                .into_iter()
+                .map(Duration::from_secs)
+                .collect(),
+            log_json: false,
+        }
+    }
+}
+
+fn var(name: &str) -> Option<String> {
+    env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn parse_secs(name: &str, value: &str) -> anyhow::Result<Duration> {
+    let secs: u64 = value
+        .trim()
+        .parse()
+        .with_context(|| format!("{name} must be a whole number of seconds, got {value:?}"))?;
+    Ok(Duration::from_secs(secs))
+}
+
+impl Config {
+    /// Reads the environment; every malformed value is an error naming the variable.
+    pub fn from_env() -> anyhow::Result<Self> {
+        let mut c = Self::default();
+        if let Some(v) = var("DATABASE_URL") {
+            c.database_url = v;
+        }
+        c.redis_url = var("REDIS_URL");
+        if let Some(v) = var("GYMAPI_BIND") {
+            c.bind = v.parse().with_context(|| format!("GYMAPI_BIND must be host:port, got {v:?}"))?;
+        }
+        c.public_url = var("GYMAPI_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_string());
+        if let Some(v) = var("GYMAPI_RATE_LIMIT_PER_MINUTE") {
+            c.rate_limit_per_minute = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n| *n >= 1)
+                .with_context(|| format!("GYMAPI_RATE_LIMIT_PER_MINUTE must be a positive integer, got {v:?}"))?;
+        }
+        if let Some(v) = var("GYMAPI_IDEMPOTENCY_TTL_SECS") {
+            c.idempotency_ttl = parse_secs("GYMAPI_IDEMPOTENCY_TTL_SECS", &v)?;
+        }
+        if let Some(v) = var("GYMAPI_KEY_ROLL_GRACE_SECS") {
+            c.key_roll_grace = parse_secs("GYMAPI_KEY_ROLL_GRACE_SECS", &v)?;
+        }
+        if let Some(v) = var("GYMAPI_WEBHOOK_ALLOW_PRIVATE") {
+            c.webhook_allow_private = matches!(v.trim(), "1" | "true" | "yes");
+        }
+        if let Some(v) = var("GYMAPI_WEBHOOK_RETRY_SCHEDULE") {
+            c.webhook_retry_schedule = v
+                .split(',')
+                .map(|s| parse_secs("GYMAPI_WEBHOOK_RETRY_SCHEDULE", s))
+                .collect::<anyhow::Result<_>>()?;
+            if c.webhook_retry_schedule.is_empty() {
+                bail!("GYMAPI_WEBHOOK_RETRY_SCHEDULE must list at least one delay");
+            }
+        }
+        c.log_json = var("GYMAPI_LOG_FORMAT").is_some_and(|v| v == "json");
+        Ok(c)
+    }
+}

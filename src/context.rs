@@ -1,0 +1,52 @@
+//! What the middleware learnt about a request, handed to every handler.
+
+use uuid::Uuid;
+
+/// Which data a key acts on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Environment {
+    Live,
+    Test,
+}
+
+impl Environment {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Live => "live",
+            Self::Test => "test",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "live" => Some(Self::Live),
+            "test" => Some(Self::Test),
+            _ => None,
+        }
+    }
+}
+
+/// The gym a request acts on, resolved from its API key. Handlers receive it from the middleware and
+/// never from the request itself, so no query can forget the tenant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tenant {
+    /// The gym whose data the request reads and writes: the production gym for a live key, its
+    /// sandbox for a test key.
+    pub gym_id: Uuid,
+    /// The production gym that owns the key.
+    pub owner_gym_id: Uuid,
+    pub key_id: Uuid,
+    pub environment: Environment,
+    /// The IANA time zone of the gym.
+    pub timezone: String,
+}
+
+/// Per-request context for handlers.
+#[derive(Clone, Debug)]
+pub struct RequestContext {
+    pub tenant: Tenant,
+    /// Absolute base of this API as the client addressed it, e.g. `http://localhost:8080/api/v1`.
+    pub base_url: String,
+    /// Path of the request below the base, e.g. `/members`.
+    pub path: String,
+}

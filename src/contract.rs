@@ -1,0 +1,445 @@
+//! openapi.yaml at run time: which operation a request is for, and whether its parameters and body
+//! are what the document says. Every problem of a request is reported at once, keyed by field, in
+//! the 422 body of DESIGN.md §5; poem-openapi's own parsing only ever sees valid requests.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use anyhow::{Context as _, anyhow, bail};
+use jsonschema::{
+    JsonType, Validator,
+    error::{TypeKind, ValidationErrorKind},
+};
+use poem::http::{HeaderMap, Method};
+use serde_json::{Map, Value, json};
+
+use crate::errors::FieldErrors;
+
+/// The contract, embedded in the binary.
+pub const DOCUMENT: &str = include_str!("../openapi.yaml");
+
+/// Largest request body accepted (an import batch of 500 rows is far below it).
+pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamLocation {
+    Query,
+    Path,
+    Header,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scalar {
+    String,
+    Integer,
+    Number,
+    Boolean,
+}
+
+struct ParamSpec {
+    name: String,
+    location: ParamLocation,
+    required: bool,
+    scalar: Scalar,
+    validator: Validator,
+}
+
+enum Segment {
+    Literal(String),
+    Param,
+}
+
+/// One operation of the document.
+pub struct Operation {
+    pub id: String,
+    pub method: Method,
+    /// The path template, e.g. `/members/{id}`.
+    pub template: String,
+    /// `x-idempotent: true`: the `Idempotency-Key` replay rules apply.
+    pub idempotent: bool,
+    segments: Vec<Segment>,
+    params: Vec<ParamSpec>,
+    body: Option<Validator>,
+}
+
+/// What a path and method are, according to the document.
+pub enum RouteMatch<'a> {
+    Operation(&'a Operation),
+    /// The path exists with other methods.
+    MethodNotAllowed(Vec<String>),
+    NotFound,
+}
+
+/// The parsed document and everything derived from it.
+pub struct Contract {
+    operations: Vec<Operation>,
+}
+
+impl Contract {
+    /// The embedded document.
+    pub fn embedded() -> anyhow::Result<Arc<Self>> {
+        Ok(Arc::new(Self::parse(DOCUMENT)?))
+    }
+
+    pub fn parse(yaml: &str) -> anyhow::Result<Self> {
+        let doc: Value = serde_yaml_ng::from_str(yaml).context("openapi.yaml is not valid YAML")?;
+        let schemas = doc
+            .pointer("/components/schemas")
+            .cloned()
+            .ok_or_else(|| anyhow!("openapi.yaml has no components.schemas"))?;
+        let json_schemas = to_json_schema(schemas);
+        let mut operations = Vec::new();
+        let paths = doc.get("paths").and_then(Value::as_object).ok_or_else(|| anyhow!("openapi.yaml has no paths"))?;
+        for (template, item) in paths {
+            let shared_params = item.get("parameters").and_then(Value::as_array).cloned().unwrap_or_default();
+            for method in ["get", "put", "post", "delete", "patch"] {
+                let Some(op) = item.get(method) else { continue };
+                let id = op
+                    .get("operationId")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| anyhow!("{method} {template} has no operationId"))?
+                    .to_string();
+                let mut params = Vec::new();
+                let op_params = op.get("parameters").and_then(Value::as_array).cloned().unwrap_or_default();
+                for p in shared_params.iter().chain(op_params.iter()) {
+                    let p = resolve(&doc, p)?;
+                    params.push(param_spec(&doc, p, &json_schemas).with_context(|| format!("{id}: parameter"))?);
+                }
+                let body = match op.pointer("/requestBody/content/application~1json/schema") {
+                    Some(schema) => Some(compile(schema, &json_schemas).with_context(|| format!("{id}: request body"))?),
+                    None => None,
+                };
+                operations.push(Operation {
+                    id,
+                    method: method.to_uppercase().parse().context("method")?,
+                    template: template.clone(),
+                    idempotent: op.get("x-idempotent").and_then(Value::as_bool).unwrap_or(false),
+                    segments: template
+                        .split('/')
+                        .skip(1)
+                        .map(|s| if s.starts_with('{') { Segment::Param } else { Segment::Literal(s.to_string()) })
+                        .collect(),
+                    params,
+                    body,
+                });
+            }
+        }
+        Ok(Self { operations })
+    }
+
+    pub fn operations(&self) -> &[Operation] {
+        &self.operations
+    }
+
+    /// The operation for a method and a path below the base (`/members/123`).
+    pub fn route(&self, method: &Method, path: &str) -> RouteMatch<'_> {
+        let segments: Vec<&str> = path.split('/').skip(1).collect();
+        let mut allowed = Vec::new();
+        for op in &self.operations {
+            if op.matches(&segments) {
+                if op.method == *method {
+                    return RouteMatch::Operation(op);
+                }
+                allowed.push(op.method.to_string());
+            }
+        }
+        if allowed.is_empty() { RouteMatch::NotFound } else { RouteMatch::MethodNotAllowed(allowed) }
+    }
+}
+
+impl Operation {
+    fn matches(&self, segments: &[&str]) -> bool {
+        segments.len() == self.segments.len()
+            && self.segments.iter().zip(segments).all(|(s, actual)| match s {
+                Segment::Literal(l) => l == actual,
+                Segment::Param => !actual.is_empty(),
+            })
+    }
+
+    pub fn has_body(&self) -> bool {
+        self.body.is_some()
+    }
+
+    /// Query and header parameters against their schemas. Unknown query parameters are ignored.
+    pub fn validate_params(&self, query: Option<&str>, headers: &HeaderMap) -> FieldErrors {
+        let mut errors = FieldErrors::new();
+        let mut query_values: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (k, v) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+            query_values.entry(k.into_owned()).or_default().push(v.into_owned());
+        }
+        for p in &self.params {
+            let raw: Vec<String> = match p.location {
+                ParamLocation::Path => continue,
+                ParamLocation::Query => query_values.get(&p.name).cloned().unwrap_or_default(),
+                ParamLocation::Header => headers
+                    .get_all(p.name.as_str())
+                    .iter()
+                    .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                    .collect(),
+            };
+            let noun = match p.location {
+                ParamLocation::Header => "header",
+                _ => "parameter",
+            };
+            match raw.as_slice() {
+                [] if p.required => errors.add(&p.name, format!("The {} {noun} is required.", p.name)),
+                [] => {}
+                [value] => match coerce(p.scalar, value) {
+                    Some(v) => {
+                        for e in p.validator.iter_errors(&v) {
+                            errors.add(&p.name, describe(e.kind(), &p.name, noun));
+                        }
+                    }
+                    None => errors.add(&p.name, format!("The {} {noun} must be {}.", p.name, scalar_name(p.scalar))),
+                },
+                _ => errors.add(&p.name, format!("The {} {noun} must be given once.", p.name)),
+            }
+        }
+        errors
+    }
+
+    /// A JSON body against the operation's schema: every problem, keyed by dotted path.
+    pub fn validate_body(&self, content_type: Option<&str>, bytes: &[u8]) -> Result<Value, FieldErrors> {
+        let mut errors = FieldErrors::new();
+        let Some(validator) = &self.body else { return Ok(Value::Null) };
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            errors.add("body", "The request body is required: send a JSON object.");
+            return Err(errors);
+        }
+        let is_json = content_type
+            .map(|ct| {
+                let essence = ct.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+                essence == "application/json" || essence.ends_with("+json")
+            })
+            .unwrap_or(false);
+        if !is_json {
+            errors.add("body", "The request body must be sent with Content-Type: application/json.");
+            return Err(errors);
+        }
+        if bytes.len() > MAX_BODY_BYTES {
+            errors.add("body", format!("The request body must not be larger than {} MiB.", MAX_BODY_BYTES / 1024 / 1024));
+            return Err(errors);
+        }
+        let value: Value = match serde_json::from_slice(bytes) {
+            Ok(v) => v,
+            Err(e) => {
+                errors.add("body", format!("The request body is not valid JSON: {e}."));
+                return Err(errors);
+            }
+        };
+        for e in validator.iter_errors(&value) {
+            let base = dotted(e.instance_path().as_str());
+            match e.kind() {
+                ValidationErrorKind::Required { property } => {
+                    let name = property.as_str().unwrap_or_default();
+                    errors.add(join(&base, name), format!("The {name} field is required."));
+                }
+                ValidationErrorKind::AdditionalProperties { unexpected } => {
+                    for name in unexpected {
+                        errors.add(join(&base, name), format!("The {name} field is not allowed."));
+                    }
+                }
+                kind => {
+                    let field = if base.is_empty() { "body".to_string() } else { base.clone() };
+                    let label = base.rsplit('.').next().filter(|s| !s.is_empty()).unwrap_or("body");
+                    errors.add(field, describe(kind, label, "field"));
+                }
+            }
+        }
+        if errors.is_empty() { Ok(value) } else { Err(errors) }
+    }
+}
+
+fn join(base: &str, name: &str) -> String {
+    if base.is_empty() { name.to_string() } else { format!("{base}.{name}") }
+}
+
+/// `/rows/3/email` → `rows.3.email`.
+fn dotted(pointer: &str) -> String {
+    pointer
+        .split('/')
+        .skip(1)
+        .map(|s| s.replace("~1", "/").replace("~0", "~"))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+fn scalar_name(s: Scalar) -> &'static str {
+    match s {
+        Scalar::String => "a string",
+        Scalar::Integer => "an integer",
+        Scalar::Number => "a number",
+        Scalar::Boolean => "true or false",
+    }
+}
+
+fn coerce(scalar: Scalar, raw: &str) -> Option<Value> {
+    Some(match scalar {
+        Scalar::String => Value::String(raw.to_string()),
+        Scalar::Integer => Value::from(raw.parse::<i64>().ok()?),
+        Scalar::Number => Value::from(raw.parse::<f64>().ok().filter(|f| f.is_finite())?),
+        Scalar::Boolean => match raw {
+            "true" => Value::Bool(true),
+            "false" => Value::Bool(false),
+            _ => return None,
+        },
+    })
+}
+
+fn type_name(t: JsonType) -> &'static str {
+    match t {
+        JsonType::Array => "an array",
+        JsonType::Boolean => "true or false",
+        JsonType::Integer => "an integer",
+        JsonType::Null => "null",
+        JsonType::Number => "a number",
+        JsonType::Object => "an object",
+        JsonType::String => "a string",
+    }
+}
+
+/// A sentence for one problem, in the style of Laravel's messages.
+fn describe(kind: &ValidationErrorKind, name: &str, noun: &str) -> String {
+    let subject = format!("The {name} {noun}");
+    match kind {
+        ValidationErrorKind::Type { kind } => {
+            let types: Vec<&str> = match kind {
+                TypeKind::Single(t) => vec![type_name(*t)],
+                TypeKind::Multiple(set) => set.into_iter().map(type_name).collect(),
+            };
+            format!("{subject} must be {}.", types.join(" or "))
+        }
+        ValidationErrorKind::Enum { options } => {
+            let allowed: Vec<String> = options
+                .as_array()
+                .map(|a| a.iter().filter(|v| !v.is_null()).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string)).collect())
+                .unwrap_or_default();
+            format!("{subject} must be one of: {}.", allowed.join(", "))
+        }
+        ValidationErrorKind::MinLength { limit } if *limit == 1 => format!("{subject} must not be empty."),
+        ValidationErrorKind::MinLength { limit } => format!("{subject} must be at least {limit} characters."),
+        ValidationErrorKind::MaxLength { limit } => format!("{subject} must not be longer than {limit} characters."),
+        ValidationErrorKind::Minimum { limit } => format!("{subject} must be at least {limit}."),
+        ValidationErrorKind::Maximum { limit } => format!("{subject} must not be greater than {limit}."),
+        ValidationErrorKind::MinItems { limit } => format!("{subject} must have at least {limit} item(s)."),
+        ValidationErrorKind::MaxItems { limit } => format!("{subject} must not have more than {limit} items."),
+        ValidationErrorKind::Pattern { .. } => format!("{subject} format is invalid."),
+        ValidationErrorKind::Format { format } => match format.as_str() {
+            "email" => format!("{subject} must be a valid email address."),
+            "date" => format!("{subject} must be a date (YYYY-MM-DD)."),
+            "date-time" => format!("{subject} must be an RFC 3339 date-time (2026-01-31T09:00:00Z)."),
+            "uuid" => format!("{subject} must be a UUID."),
+            other => format!("{subject} must be a valid {other}."),
+        },
+        other => format!("{subject} is invalid ({}).", other.keyword()),
+    }
+}
+
+/// Follows a local `$ref` (`#/components/...`).
+fn resolve<'a>(doc: &'a Value, v: &'a Value) -> anyhow::Result<&'a Value> {
+    match v.get("$ref").and_then(Value::as_str) {
+        Some(r) => {
+            let pointer = r.strip_prefix('#').ok_or_else(|| anyhow!("only local $ref is supported: {r}"))?;
+            doc.pointer(pointer).ok_or_else(|| anyhow!("unresolved $ref {r}"))
+        }
+        None => Ok(v),
+    }
+}
+
+fn param_spec(doc: &Value, p: &Value, schemas: &Value) -> anyhow::Result<ParamSpec> {
+    let name = p.get("name").and_then(Value::as_str).ok_or_else(|| anyhow!("parameter without name"))?.to_string();
+    let location = match p.get("in").and_then(Value::as_str) {
+        Some("query") => ParamLocation::Query,
+        Some("path") => ParamLocation::Path,
+        Some("header") => ParamLocation::Header,
+        other => bail!("parameter {name}: unsupported location {other:?}"),
+    };
+    let schema = p.get("schema").ok_or_else(|| anyhow!("parameter {name} has no schema"))?;
+    let scalar = match resolve(doc, schema)?.get("type").and_then(Value::as_str) {
+        Some("string") => Scalar::String,
+        Some("integer") => Scalar::Integer,
+        Some("number") => Scalar::Number,
+        Some("boolean") => Scalar::Boolean,
+        other => bail!("parameter {name}: unsupported type {other:?}"),
+    };
+    Ok(ParamSpec {
+        required: p.get("required").and_then(Value::as_bool).unwrap_or(false),
+        validator: compile(schema, schemas)?,
+        name,
+        location,
+        scalar,
+    })
+}
+
+/// A validator for one schema of the document, with every component schema reachable by `$ref`.
+pub fn compile(schema: &Value, json_schemas: &Value) -> anyhow::Result<Validator> {
+    let mut root = match to_json_schema(schema.clone()) {
+        Value::Object(m) => m,
+        other => bail!("schema is not an object: {other}"),
+    };
+    root.insert("components".into(), json!({ "schemas": json_schemas }));
+    jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .should_validate_formats(true)
+        .build(&Value::Object(root))
+        .map_err(|e| anyhow!("invalid schema: {e}"))
+}
+
+/// OpenAPI 3.0 schema → JSON Schema: `nullable: true` becomes a type union with `null`.
+pub fn to_json_schema(v: Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let nullable = m.get("nullable").and_then(Value::as_bool).unwrap_or(false);
+            let mut out: Map<String, Value> = m
+                .into_iter()
+                .filter(|(k, _)| k != "nullable" && k != "example")
+                .map(|(k, v)| {
+                    // Property names and examples are data, not schemas; everything else recurses.
+                    let v = if k == "properties" {
+                        match v {
+                            Value::Object(props) => Value::Object(props.into_iter().map(|(n, s)| (n, to_json_schema(s))).collect()),
+                            other => other,
+                        }
+                    } else if k == "enum" || k == "required" || k == "default" {
+                        v
+                    } else {
+                        to_json_schema(v)
+                    };
+                    (k, v)
+                })
+                .collect();
+            if nullable {
+                if let Some(Value::String(t)) = out.get("type").cloned() {
+                    out.insert("type".into(), json!([t, "null"]));
+                }
+                if let Some(Value::Array(values)) = out.get_mut("enum") {
+                    values.push(Value::Null);
+                }
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(to_json_schema).collect()),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_document_parses_into_operations() {
+        let c = Contract::parse(DOCUMENT).unwrap();
+        assert!(c.operations().iter().any(|o| o.id == "createMember" && o.idempotent && o.has_body()));
+        assert!(matches!(c.route(&Method::GET, "/members/abc"), RouteMatch::Operation(o) if o.id == "getMember"));
+        assert!(matches!(c.route(&Method::DELETE, "/members"), RouteMatch::MethodNotAllowed(a) if a.contains(&"GET".to_string())));
+        assert!(matches!(c.route(&Method::GET, "/nothing"), RouteMatch::NotFound));
+        assert!(matches!(c.route(&Method::GET, "/members/"), RouteMatch::NotFound));
+    }
+
+    #[test]
+    fn pointer_paths_become_dotted_field_names() {
+        assert_eq!(dotted("/rows/3/email"), "rows.3.email");
+        assert_eq!(dotted(""), "");
+        assert_eq!(dotted("/a~1b"), "a/b");
+    }
+}

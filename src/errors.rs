@@ -1,0 +1,221 @@
+//! One error type for the whole API: each variant maps to one status and one JSON body of
+//! openapi.yaml (`Error` or `ValidationError`). Internal causes are logged, never sent.
+
+use std::collections::BTreeMap;
+
+use poem::{
+    IntoResponse, Response,
+    error::ResponseError,
+    http::{HeaderValue, StatusCode, header},
+};
+use serde_json::json;
+
+/// The 401 message of SPEC.md.
+pub const UNAUTHORIZED_MESSAGE: &str = "Invalid or missing API key.";
+/// The 403 message of SPEC.md.
+pub const NO_API_ACCESS_MESSAGE: &str = "This gym does not have API access enabled.";
+
+/// Field → problems, as sent in a 422 body.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FieldErrors(pub BTreeMap<String, Vec<String>>);
+
+impl FieldErrors {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn add(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.0.entry(field.into()).or_default().push(message.into());
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `Ok(())` when there is nothing to report, else the 422 error.
+    pub fn into_result(self) -> Result<(), ApiError> {
+        if self.is_empty() { Ok(()) } else { Err(ApiError::Validation(self)) }
+    }
+
+    /// Laravel's summary: the first problem, and how many more there are.
+    pub fn summary(&self) -> String {
+        let total: usize = self.0.values().map(Vec::len).sum();
+        let first = self.0.values().flatten().next().cloned().unwrap_or_else(|| "The given data was invalid.".into());
+        match total {
+            0 | 1 => first,
+            2 => format!("{first} (and 1 more error)"),
+            n => format!("{first} (and {} more errors)", n - 1),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("unauthorized")]
+    Unauthorized,
+    #[error("payment required")]
+    PaymentRequired,
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("method not allowed")]
+    MethodNotAllowed { method: String, path: String, allow: Vec<String> },
+    #[error("idempotency conflict")]
+    IdempotencyConflict,
+    #[error("validation failed")]
+    Validation(FieldErrors),
+    #[error("rate limited")]
+    RateLimited { retry_after_secs: u64 },
+    #[error("not implemented")]
+    NotImplemented,
+    #[error("service unavailable: {0}")]
+    ServiceUnavailable(String),
+    #[error("internal error: {0:#}")]
+    Internal(anyhow::Error),
+}
+
+impl ApiError {
+    /// A 404 for a record kind and the id the client sent.
+    pub fn not_found(kind: &str, id: &str) -> Self {
+        let id: String = id.chars().take(100).collect();
+        Self::NotFound(format!("No {kind} with id {id}."))
+    }
+
+    /// A 422 for one field.
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+        let mut errors = FieldErrors::new();
+        errors.add(field, message);
+        Self::Validation(errors)
+    }
+
+    pub fn internal(err: impl Into<anyhow::Error>) -> Self {
+        Self::Internal(err.into())
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Unauthorized => "unauthorized",
+            Self::PaymentRequired => "payment_required",
+            Self::Forbidden(_) => "forbidden",
+            Self::NotFound(_) => "not_found",
+            Self::MethodNotAllowed { .. } => "method_not_allowed",
+            Self::IdempotencyConflict => "idempotency_conflict",
+            Self::Validation(_) => "validation_failed",
+            Self::RateLimited { .. } => "rate_limited",
+            Self::NotImplemented => "not_implemented",
+            Self::ServiceUnavailable(_) => "service_unavailable",
+            Self::Internal(_) => "internal_error",
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            Self::Unauthorized => UNAUTHORIZED_MESSAGE.into(),
+            Self::PaymentRequired => "payment_required".into(),
+            Self::Forbidden(m) | Self::NotFound(m) | Self::ServiceUnavailable(m) => m.clone(),
+            Self::MethodNotAllowed { method, path, .. } => format!("{method} is not allowed on {path}."),
+            Self::IdempotencyConflict => "A request with this Idempotency-Key is still in progress.".into(),
+            Self::Validation(errors) => errors.summary(),
+            Self::RateLimited { retry_after_secs } => {
+                format!("Too many requests. Retry after {retry_after_secs} seconds.")
+            }
+            Self::NotImplemented => "This operation is not available on this server yet.".into(),
+            Self::Internal(_) => "Something went wrong on our side. Quote the X-Request-Id when reporting it.".into(),
+        }
+    }
+}
+
+impl From<sea_orm::DbErr> for ApiError {
+    fn from(err: sea_orm::DbErr) -> Self {
+        Self::Internal(err.into())
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status(&self) -> StatusCode {
+        match self {
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::PaymentRequired => StatusCode::PAYMENT_REQUIRED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            Self::IdempotencyConflict => StatusCode::CONFLICT,
+            Self::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::NotImplemented => StatusCode::NOT_IMPLEMENTED,
+            Self::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn as_response(&self) -> Response {
+        if let Self::Internal(err) = self {
+            tracing::error!(error = format!("{err:#}"), "internal error");
+        }
+        let body = match self {
+            Self::Validation(errors) => json!({ "message": errors.summary(), "errors": errors.0 }),
+            _ => json!({ "error": { "type": self.kind(), "message": self.message() } }),
+        };
+        let mut response = json_response(self.status(), &body);
+        match self {
+            Self::RateLimited { retry_after_secs } => {
+                response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
+            }
+            Self::MethodNotAllowed { allow, .. } => {
+                if let Ok(v) = HeaderValue::from_str(&allow.join(", ")) {
+                    response.headers_mut().insert(header::ALLOW, v);
+                }
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+/// A JSON response with the given status.
+pub fn json_response(status: StatusCode, body: &serde_json::Value) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    Response::builder()
+        .status(status)
+        .content_type("application/json; charset=utf-8")
+        .body(bytes)
+        .into_response()
+}
+
+/// poem-openapi's own parse failures (a backstop: the contract middleware validates every request
+/// against openapi.yaml before it reaches the generated routes) as our 422 body.
+pub fn validation_error_from_parse(err: &poem::Error) -> crate::api::generated::ValidationError {
+    let mut errors = FieldErrors::new();
+    if let Some(e) = err.downcast_ref::<poem_openapi::error::ParseParamError>() {
+        errors.add(e.name.to_string(), format!("The {} parameter is invalid: {}", e.name, e.reason));
+    } else if let Some(e) = err.downcast_ref::<poem_openapi::error::ParseRequestPayloadError>() {
+        errors.add("body", format!("The request body is invalid: {}", e.reason));
+    } else {
+        errors.add("request", err.to_string());
+    }
+    crate::api::generated::ValidationError { message: errors.summary(), errors: errors.0 }
+}
+
+/// Any error that reached the edge of the app, as JSON: ours keep their shape; the framework's
+/// (unknown path, wrong method, unreadable body) get the matching status and type.
+pub fn to_json_error(err: poem::Error) -> Response {
+    if let Some(api) = err.downcast_ref::<ApiError>() {
+        return api.as_response();
+    }
+    let status = err.status();
+    let (kind, message) = match status {
+        StatusCode::NOT_FOUND => ("not_found", "No such path.".to_string()),
+        StatusCode::METHOD_NOT_ALLOWED => ("method_not_allowed", "Method not allowed on this path.".to_string()),
+        s if s.is_server_error() => {
+            tracing::error!(error = %err, "unhandled error");
+            ("internal_error", "Something went wrong on our side. Quote the X-Request-Id when reporting it.".to_string())
+        }
+        _ => {
+            let mut errors = FieldErrors::new();
+            errors.add("request", err.to_string());
+            return ApiError::Validation(errors).as_response();
+        }
+    };
+    json_response(status, &json!({ "error": { "type": kind, "message": message } }))
+}

@@ -1,0 +1,21 @@
+//! gymapi: a multi-tenant JSON REST API through which a gym's own software reads and writes that
+//! gym's members, plans, attendance, products and sales.
+//!
+//! `openapi.yaml` is the contract; `build.rs` generates the poem-openapi layer from it
+//! ([`api::generated`]), the handlers in [`api`] implement it, and [`app::app`] wires everything.
+#![forbid(unsafe_code)]
+
+pub mod accounts;
+pub mod api;
+pub mod app;
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod context;
+pub mod contract;
+pub mod db;
+pub mod demo;
+pub mod errors;
+pub mod pagination;
+pub mod server;
+pub mod types;

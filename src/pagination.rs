@@ -1,0 +1,115 @@
+//! Page arithmetic and links of the list envelope (DESIGN.md §4).
+//!
+//! A walk is pinned to the moment it started: the first page fixes `as_of` (now, unless the client
+//! gave one) and every link carries it, so records created during the walk are not listed and do
+//! not shift later pages.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Select};
+
+use crate::{context::RequestContext, errors::ApiError};
+
+/// One page of a list, as requested and as found.
+#[derive(Clone, Debug)]
+pub struct Page {
+    pub page: i64,
+    pub per_page: i64,
+    pub as_of: DateTime<Utc>,
+    pub total: i64,
+    /// Absolute URL of the list without query, e.g. `http://host/api/v1/members`.
+    url: String,
+    /// The filters of the request, in a stable order, kept in every link.
+    filters: Vec<(&'static str, String)>,
+}
+
+impl Page {
+    pub fn new(ctx: &RequestContext, page: i64, per_page: i64, as_of: Option<DateTime<Utc>>) -> Self {
+        Self {
+            page,
+            per_page,
+            as_of: as_of.unwrap_or_else(crate::accounts::now),
+            total: 0,
+            url: format!("{}{}", ctx.base_url, ctx.path),
+            filters: Vec::new(),
+        }
+    }
+
+    /// Keeps a filter in the links (a `None` is not a filter).
+    pub fn filter(&mut self, name: &'static str, value: Option<String>) {
+        if let Some(v) = value {
+            self.filters.push((name, v));
+        }
+    }
+
+    pub fn offset(&self) -> u64 {
+        ((self.page.max(1) - 1) as u64).saturating_mul(self.per_page as u64)
+    }
+
+    pub fn last_page(&self) -> i64 {
+        ((self.total + self.per_page - 1) / self.per_page).max(1)
+    }
+
+    pub fn prev(&self) -> Option<i64> {
+        (self.page > 1).then(|| (self.page - 1).min(self.last_page()))
+    }
+
+    pub fn next(&self) -> Option<i64> {
+        (self.page < self.last_page()).then_some(self.page + 1)
+    }
+
+    /// Positions (from 1) of the first and last record of this page, `None` when it is empty.
+    pub fn range(&self) -> (Option<i64>, Option<i64>) {
+        let first = self.offset() as i64 + 1;
+        if first > self.total {
+            (None, None)
+        } else {
+            (Some(first), Some((first + self.per_page - 1).min(self.total)))
+        }
+    }
+
+    pub fn link(&self, page: i64) -> String {
+        let mut q = url::form_urlencoded::Serializer::new(String::new());
+        for (k, v) in &self.filters {
+            q.append_pair(k, v);
+        }
+        q.append_pair("as_of", &self.as_of.to_rfc3339_opts(SecondsFormat::Micros, true));
+        q.append_pair("page", &page.to_string());
+        q.append_pair("per_page", &self.per_page.to_string());
+        format!("{}?{}", self.url, q.finish())
+    }
+
+    /// Counts and fetches one page of `select`, newest first by `order` then `id`, limited to
+    /// records created at or before `as_of`.
+    pub async fn fetch<E, C>(
+        &mut self,
+        db: &C,
+        select: Select<E>,
+        created: E::Column,
+        order: E::Column,
+        id: E::Column,
+    ) -> Result<Vec<E::Model>, ApiError>
+    where
+        E: EntityTrait,
+        E::Model: Sync,
+        C: ConnectionTrait,
+    {
+        let select = select.filter(created.lte(self.as_of));
+        let total = select.clone().count(db).await?;
+        self.total = i64::try_from(total).unwrap_or(i64::MAX);
+        if self.offset() >= total {
+            return Ok(Vec::new());
+        }
+        Ok(select
+            .order_by_desc(order)
+            .order_by_desc(id)
+            .offset(self.offset())
+            .limit(self.per_page as u64)
+            .all(db)
+            .await?)
+    }
+}
+
+/// RFC 3339 with microseconds and `Z`, as every time of the API is written.
+pub fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}

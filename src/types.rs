@@ -1,0 +1,75 @@
+//! Small wire types the generated code uses beside poem-openapi's own.
+
+use std::borrow::Cow;
+
+use poem_openapi::{
+    registry::{MetaSchemaRef, Registry},
+    types::{ParseError, ParseFromJSON, ParseResult, ToJSON, Type},
+};
+use serde_json::Value;
+
+/// A field that is always present and may be `null` (OpenAPI `required` + `nullable`).
+///
+/// poem-openapi never lists an `Option<T>` field as required; records of this API always carry every
+/// field, so their optional values use this wrapper instead.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Nullable<T>(pub Option<T>);
+
+impl<T> From<Option<T>> for Nullable<T> {
+    fn from(value: Option<T>) -> Self {
+        Self(value)
+    }
+}
+
+impl<T> Nullable<T> {
+    pub fn as_ref(&self) -> Option<&T> {
+        self.0.as_ref()
+    }
+}
+
+impl<T: Type> Type for Nullable<T> {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = T::RawValueType;
+    type RawElementValueType = T::RawElementValueType;
+
+    fn name() -> Cow<'static, str> {
+        format!("nullable_{}", T::name()).into()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        T::schema_ref()
+    }
+
+    fn register(registry: &mut Registry) {
+        T::register(registry);
+    }
+
+    fn as_raw_value(&self) -> Option<&Self::RawValueType> {
+        self.0.as_ref().and_then(|v| v.as_raw_value())
+    }
+
+    fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+        match &self.0 {
+            Some(v) => v.raw_element_iter(),
+            None => Box::new(std::iter::empty()),
+        }
+    }
+}
+
+impl<T: ParseFromJSON> ParseFromJSON for Nullable<T> {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        match value {
+            None | Some(Value::Null) => Ok(Self(None)),
+            Some(v) => T::parse_from_json(Some(v)).map(|v| Self(Some(v))).map_err(ParseError::propagate),
+        }
+    }
+}
+
+impl<T: ToJSON> ToJSON for Nullable<T> {
+    fn to_json(&self) -> Option<Value> {
+        match &self.0 {
+            Some(v) => v.to_json(),
+            None => Some(Value::Null),
+        }
+    }
+}
