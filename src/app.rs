@@ -3,8 +3,9 @@
 use std::{sync::Arc, time::Instant};
 
 use poem::{
+    Endpoint, EndpointExt, IntoResponse, Request, Response, Route,
     error::ResponseError,
-    Endpoint, EndpointExt, IntoResponse, Request, Response, Route, get, handler,
+    get, handler,
     http::{HeaderValue, StatusCode},
     web::Data,
 };
@@ -33,7 +34,12 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(db: DatabaseConnection, config: Config) -> anyhow::Result<Self> {
-        Ok(Self { db, config: Arc::new(config), contract: Contract::embedded()?, last_used: Arc::new(LastUsed::default()) })
+        Ok(Self {
+            db,
+            config: Arc::new(config),
+            contract: Contract::embedded()?,
+            last_used: Arc::new(LastUsed::default()),
+        })
     }
 }
 
@@ -97,7 +103,11 @@ async fn edge<E: Endpoint>(next: Arc<E>, req: Request) -> poem::Result<Response>
 /// The gate of `/api/v1`, in the order of DESIGN.md §5: key (401) → subscription (402) → plan (403)
 /// → rate limit (429) → route (404/405) → validation against openapi.yaml (422). Only requests that
 /// pass every check reach the generated routes, with their `RequestContext`.
-async fn gate<E: Endpoint>(next: Arc<E>, mut req: Request, state: AppState) -> poem::Result<Response> {
+async fn gate<E: Endpoint>(
+    next: Arc<E>,
+    mut req: Request,
+    state: AppState,
+) -> poem::Result<Response> {
     let key = auth::key_from_headers(req.headers());
     let tenant = match auth::authenticate(&state.db, key.as_deref(), crate::accounts::now()).await {
         Ok(t) => t,
@@ -107,14 +117,25 @@ async fn gate<E: Endpoint>(next: Arc<E>, mut req: Request, state: AppState) -> p
 
     let path = req.uri().path().to_string();
     if path == "/openapi.yaml" && req.method() == poem::http::Method::GET {
-        return Ok(Response::builder().content_type("application/yaml").body(contract::DOCUMENT));
+        return Ok(Response::builder()
+            .content_type("application/yaml")
+            .body(contract::DOCUMENT));
     }
     match state.contract.route(req.method(), &path) {
         RouteMatch::NotFound => {
-            return Ok(ApiError::NotFound(format!("No such path: {}{}.", API_BASE, truncate(&path, 200))).as_response());
+            return Ok(ApiError::NotFound(format!(
+                "No such path: {}{}.",
+                API_BASE,
+                truncate(&path, 200)
+            ))
+            .as_response());
         }
         RouteMatch::MethodNotAllowed(allow) => {
-            let err = ApiError::MethodNotAllowed { method: req.method().to_string(), path: format!("{API_BASE}{}", truncate(&path, 200)), allow };
+            let err = ApiError::MethodNotAllowed {
+                method: req.method().to_string(),
+                path: format!("{API_BASE}{}", truncate(&path, 200)),
+                allow,
+            };
             return Ok(err.as_response());
         }
         RouteMatch::Operation(op) => {
@@ -124,7 +145,13 @@ async fn gate<E: Endpoint>(next: Arc<E>, mut req: Request, state: AppState) -> p
                 let bytes = match req.take_body().into_bytes_limit(MAX_BODY_BYTES).await {
                     Ok(b) => b,
                     Err(_) => {
-                        errors.add("body", format!("The request body must not be larger than {} MiB.", MAX_BODY_BYTES / 1024 / 1024));
+                        errors.add(
+                            "body",
+                            format!(
+                                "The request body must not be larger than {} MiB.",
+                                MAX_BODY_BYTES / 1024 / 1024
+                            ),
+                        );
                         return Ok(ApiError::Validation(errors).as_response());
                     }
                 };
@@ -143,7 +170,11 @@ async fn gate<E: Endpoint>(next: Arc<E>, mut req: Request, state: AppState) -> p
         }
     }
     let base_url = base_url(&state.config, &req);
-    req.extensions_mut().insert(RequestContext { tenant, base_url, path });
+    req.extensions_mut().insert(RequestContext {
+        tenant,
+        base_url,
+        path,
+    });
     match next.call(req).await {
         Ok(r) => Ok(r.into_response()),
         Err(e) => Ok(to_json_error(e)),
@@ -162,11 +193,22 @@ fn base_url(config: &Config, req: &Request) -> String {
     if let Some(u) = &config.public_url {
         return format!("{u}{API_BASE}");
     }
-    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).map(|s| s.split(',').next().unwrap_or_default().trim().to_string());
-    let proto = header("x-forwarded-proto").filter(|p| p == "https" || p == "http").unwrap_or_else(|| "http".into());
+    let header = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(|s| s.split(',').next().unwrap_or_default().trim().to_string())
+    };
+    let proto = header("x-forwarded-proto")
+        .filter(|p| p == "https" || p == "http")
+        .unwrap_or_else(|| "http".into());
     let host = header("x-forwarded-host")
         .or_else(|| header("host"))
-        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b)))
+        .filter(|h| {
+            !h.is_empty()
+                && h.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b))
+        })
         .unwrap_or_else(|| config.bind.to_string());
     format!("{proto}://{host}{API_BASE}")
 }
@@ -180,6 +222,13 @@ fn healthz() -> Response {
 #[handler]
 async fn readyz(state: Data<&AppState>) -> Response {
     let database = state.db.ping().await.is_ok();
-    let status = if database { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    json_response(status, &json!({ "status": if database { "ready" } else { "unavailable" }, "database": database }))
+    let status = if database {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    json_response(
+        status,
+        &json!({ "status": if database { "ready" } else { "unavailable" }, "database": database }),
+    )
 }

@@ -73,16 +73,16 @@ impl Config {
         }
         c.redis_url = var("REDIS_URL");
         if let Some(v) = var("GYMAPI_BIND") {
-            c.bind = v.parse().with_context(|| format!("GYMAPI_BIND must be host:port, got {v:?}"))?;
+            c.bind = v
+                .parse()
+                .with_context(|| format!("GYMAPI_BIND must be host:port, got {v:?}"))?;
         }
         c.public_url = var("GYMAPI_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_string());
         if let Some(v) = var("GYMAPI_RATE_LIMIT_PER_MINUTE") {
-            c.rate_limit_per_minute = v
-                .trim()
-                .parse()
-                .ok()
-                .filter(|n| *n >= 1)
-                .with_context(|| format!("GYMAPI_RATE_LIMIT_PER_MINUTE must be a positive integer, got {v:?}"))?;
+            c.rate_limit_per_minute =
+                v.trim().parse().ok().filter(|n| *n >= 1).with_context(|| {
+                    format!("GYMAPI_RATE_LIMIT_PER_MINUTE must be a positive integer, got {v:?}")
+                })?;
         }
         if let Some(v) = var("GYMAPI_IDEMPOTENCY_TTL_SECS") {
             c.idempotency_ttl = parse_secs("GYMAPI_IDEMPOTENCY_TTL_SECS", &v)?;

@@ -13,21 +13,40 @@ pub async fn connect(url: &str) -> anyhow::Result<DatabaseConnection> {
     let memory = url.contains(":memory:") || url.contains("mode=memory");
     let sqlite = url.starts_with("sqlite:");
     options
-        .max_connections(if memory { 1 } else if sqlite { 4 } else { 16 })
+        .max_connections(if memory {
+            1
+        } else if sqlite {
+            4
+        } else {
+            16
+        })
         .min_connections(if memory { 1 } else { 0 })
         .connect_timeout(Duration::from_secs(5))
         .acquire_timeout(Duration::from_secs(10))
-        .idle_timeout(if memory { Duration::from_secs(u32::MAX as u64) } else { Duration::from_secs(300) })
+        .idle_timeout(if memory {
+            Duration::from_secs(u32::MAX as u64)
+        } else {
+            Duration::from_secs(300)
+        })
         .sqlx_logging(false);
     if memory {
         options.max_lifetime(Duration::from_secs(u32::MAX as u64));
     }
-    let db = Database::connect(options).await.with_context(|| format!("cannot connect to the database ({})", redact(url)))?;
+    let db = Database::connect(options)
+        .await
+        .with_context(|| format!("cannot connect to the database ({})", redact(url)))?;
     if sqlite {
         use sea_orm::ConnectionTrait;
         // WAL lets readers run beside the writer; a busy timeout waits for the lock instead of failing.
-        for pragma in ["PRAGMA journal_mode = WAL", "PRAGMA busy_timeout = 5000", "PRAGMA synchronous = NORMAL", "PRAGMA foreign_keys = ON"] {
-            db.execute_unprepared(pragma).await.with_context(|| pragma.to_string())?;
+        for pragma in [
+            "PRAGMA journal_mode = WAL",
+            "PRAGMA busy_timeout = 5000",
+            "PRAGMA synchronous = NORMAL",
+            "PRAGMA foreign_keys = ON",
+        ] {
+            db.execute_unprepared(pragma)
+                .await
+                .with_context(|| pragma.to_string())?;
         }
     }
     Ok(db)

@@ -3,9 +3,15 @@
 //! fingerprints, so earlier demo keys cannot be shown again; they are revoked instead).
 
 use chrono::{Duration, Utc};
-use entity::{api_key, attendance, facility, gym, member, member_membership, membership_plan, product, purchase, subscription_plan};
+use entity::{
+    api_key, attendance, facility, gym, member, member_membership, membership_plan, product,
+    purchase, subscription_plan,
+};
 use rand::{Rng, SeedableRng, rngs::StdRng, seq::SliceRandom};
-use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set, TransactionTrait};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set,
+    TransactionTrait,
+};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -68,13 +74,74 @@ pub async fn ensure(db: &DatabaseConnection) -> anyhow::Result<DemoKeys> {
     for k in old {
         accounts::revoke_key(db, &Actor::Operator, k.id).await?;
     }
-    let live = accounts::create_key(db, &Actor::Operator, gym.id, Environment::Live, LIVE_KEY_NAME).await?;
-    let test = accounts::create_key(db, &Actor::Operator, gym.id, Environment::Test, TEST_KEY_NAME).await?;
-    Ok(DemoKeys { gym_id: gym.id, sandbox_id: sandbox.id, live_key: live.key, test_key: test.key })
+    let live = accounts::create_key(
+        db,
+        &Actor::Operator,
+        gym.id,
+        Environment::Live,
+        LIVE_KEY_NAME,
+    )
+    .await?;
+    let test = accounts::create_key(
+        db,
+        &Actor::Operator,
+        gym.id,
+        Environment::Test,
+        TEST_KEY_NAME,
+    )
+    .await?;
+    Ok(DemoKeys {
+        gym_id: gym.id,
+        sandbox_id: sandbox.id,
+        live_key: live.key,
+        test_key: test.key,
+    })
 }
 
-const FIRST: &[&str] = &["Ada", "Grace", "Alan", "Linus", "Margaret", "Ken", "Barbara", "Dennis", "Frances", "Edsger", "Hedy", "John", "Katherine", "Tim", "Radia", "Niklaus", "Sophie", "Lea", "Jonas", "Mia"];
-const LAST: &[&str] = &["Lovelace", "Hopper", "Turing", "Torvalds", "Hamilton", "Thompson", "Liskov", "Ritchie", "Allen", "Dijkstra", "Lamarr", "Backus", "Johnson", "Berners-Lee", "Perlman", "Wirth", "Wilson", "Schmidt", "Müller", "Weber"];
+const FIRST: &[&str] = &[
+    "Ada",
+    "Grace",
+    "Alan",
+    "Linus",
+    "Margaret",
+    "Ken",
+    "Barbara",
+    "Dennis",
+    "Frances",
+    "Edsger",
+    "Hedy",
+    "John",
+    "Katherine",
+    "Tim",
+    "Radia",
+    "Niklaus",
+    "Sophie",
+    "Lea",
+    "Jonas",
+    "Mia",
+];
+const LAST: &[&str] = &[
+    "Lovelace",
+    "Hopper",
+    "Turing",
+    "Torvalds",
+    "Hamilton",
+    "Thompson",
+    "Liskov",
+    "Ritchie",
+    "Allen",
+    "Dijkstra",
+    "Lamarr",
+    "Backus",
+    "Johnson",
+    "Berners-Lee",
+    "Perlman",
+    "Wirth",
+    "Wilson",
+    "Schmidt",
+    "Müller",
+    "Weber",
+];
 const CITIES: &[&str] = &["Berlin", "Hamburg", "Munich", "Cologne", "Leipzig"];
 
 /// Realistic data for every endpoint: members, plans, memberships, check-ins, products, sales.
@@ -82,7 +149,9 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(7);
     let at = now();
     let txn = db.begin().await?;
-    let main_facility = accounts::first_facility(&txn, gym_id).await?.ok_or_else(|| anyhow::anyhow!("demo gym has no facility"))?;
+    let main_facility = accounts::first_facility(&txn, gym_id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("demo gym has no facility"))?;
     let second = facility::ActiveModel {
         id: Set(new_id()),
         gym_id: Set(gym_id),
@@ -93,54 +162,72 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
     .insert(&txn)
     .await?;
     let facilities = [main_facility.id, second.id];
-    let ago = |days: i64, rng: &mut StdRng| at - Duration::days(days) - Duration::seconds(rng.gen_range(0..86_400));
+    let ago = |days: i64, rng: &mut StdRng| {
+        at - Duration::days(days) - Duration::seconds(rng.gen_range(0..86_400))
+    };
 
-    let plans: Vec<membership_plan::ActiveModel> = [("10-visit card", 9900, Some(90), Some(10)), ("Annual pass", 49900, Some(365), None), ("Student quarter", 11900, Some(90), None), ("Day pass", 1200, Some(1), Some(1))]
-        .into_iter()
-        .map(|(name, price, days, visits)| {
-            let t = at - Duration::days(400);
-            membership_plan::ActiveModel {
-                id: Set(new_id()),
-                gym_id: Set(gym_id),
-                name: Set(name.into()),
-                description: Set(None),
-                price_amount: Set(price),
-                currency: Set("EUR".into()),
-                duration_days: Set(days),
-                visit_limit: Set(visits),
-                status: Set("active".into()),
-                legacy_id: Set(None),
-                created_at: Set(t),
-                updated_at: Set(t),
-            }
+    let plans: Vec<membership_plan::ActiveModel> = [
+        ("10-visit card", 9900, Some(90), Some(10)),
+        ("Annual pass", 49900, Some(365), None),
+        ("Student quarter", 11900, Some(90), None),
+        ("Day pass", 1200, Some(1), Some(1)),
+    ]
+    .into_iter()
+    .map(|(name, price, days, visits)| {
+        let t = at - Duration::days(400);
+        membership_plan::ActiveModel {
+            id: Set(new_id()),
+            gym_id: Set(gym_id),
+            name: Set(name.into()),
+            description: Set(None),
+            price_amount: Set(price),
+            currency: Set("EUR".into()),
+            duration_days: Set(days),
+            visit_limit: Set(visits),
+            status: Set("active".into()),
+            legacy_id: Set(None),
+            created_at: Set(t),
+            updated_at: Set(t),
+        }
+    })
+    .collect();
+    let plan_ids: Vec<Uuid> = plans
+        .iter()
+        .filter_map(|p| match &p.id {
+            sea_orm::ActiveValue::Set(id) => Some(*id),
+            _ => None,
         })
         .collect();
-    let plan_ids: Vec<Uuid> = plans.iter().filter_map(|p| match &p.id {
-        sea_orm::ActiveValue::Set(id) => Some(*id),
-        _ => None,
-    }).collect();
-    membership_plan::Entity::insert_many(plans).exec(&txn).await?;
-    let subs: Vec<subscription_plan::ActiveModel> = [("Monthly unlimited", 4900, "month", 1), ("Off-peak monthly", 2900, "month", 1), ("Yearly unlimited", 47900, "year", 1)]
-        .into_iter()
-        .map(|(name, price, interval, count)| {
-            let t = at - Duration::days(400);
-            subscription_plan::ActiveModel {
-                id: Set(new_id()),
-                gym_id: Set(gym_id),
-                name: Set(name.into()),
-                description: Set(Some(format!("{name}, billed every {interval}."))),
-                price_amount: Set(price),
-                currency: Set("EUR".into()),
-                billing_interval: Set(interval.into()),
-                billing_interval_count: Set(count),
-                status: Set("active".into()),
-                legacy_id: Set(None),
-                created_at: Set(t),
-                updated_at: Set(t),
-            }
-        })
-        .collect();
-    subscription_plan::Entity::insert_many(subs).exec(&txn).await?;
+    membership_plan::Entity::insert_many(plans)
+        .exec(&txn)
+        .await?;
+    let subs: Vec<subscription_plan::ActiveModel> = [
+        ("Monthly unlimited", 4900, "month", 1),
+        ("Off-peak monthly", 2900, "month", 1),
+        ("Yearly unlimited", 47900, "year", 1),
+    ]
+    .into_iter()
+    .map(|(name, price, interval, count)| {
+        let t = at - Duration::days(400);
+        subscription_plan::ActiveModel {
+            id: Set(new_id()),
+            gym_id: Set(gym_id),
+            name: Set(name.into()),
+            description: Set(Some(format!("{name}, billed every {interval}."))),
+            price_amount: Set(price),
+            currency: Set("EUR".into()),
+            billing_interval: Set(interval.into()),
+            billing_interval_count: Set(count),
+            status: Set("active".into()),
+            legacy_id: Set(None),
+            created_at: Set(t),
+            updated_at: Set(t),
+        }
+    })
+    .collect();
+    subscription_plan::Entity::insert_many(subs)
+        .exec(&txn)
+        .await?;
 
     let mut members = Vec::new();
     let mut member_ids: Vec<(Uuid, chrono::DateTime<Utc>)> = Vec::new();
@@ -148,7 +235,12 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
         let first = *FIRST.choose(&mut rng).unwrap_or(&"Alex");
         let last = *LAST.choose(&mut rng).unwrap_or(&"Smith");
         let created = ago(rng.gen_range(1..365), &mut rng);
-        let email = format!("{}.{}{}@example.com", first.to_lowercase(), last.to_lowercase().replace(['ü', ' '], "u"), i);
+        let email = format!(
+            "{}.{}{}@example.com",
+            first.to_lowercase(),
+            last.to_lowercase().replace(['ü', ' '], "u"),
+            i
+        );
         let id = new_id();
         member_ids.push((id, created));
         members.push(member::ActiveModel {
@@ -161,7 +253,11 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
             email: Set(Some(email)),
             phone: Set(Some(format!("+49 30 {:07}", rng.gen_range(0..10_000_000)))),
             gender: Set(Some(["female", "male", "diverse"][i % 3].into())),
-            date_of_birth: Set(chrono::NaiveDate::from_ymd_opt(rng.gen_range(1960..2008), rng.gen_range(1..13), rng.gen_range(1..29))),
+            date_of_birth: Set(chrono::NaiveDate::from_ymd_opt(
+                rng.gen_range(1960..2008),
+                rng.gen_range(1..13),
+                rng.gen_range(1..29),
+            )),
             city: Set(Some((*CITIES.choose(&mut rng).unwrap_or(&"Berlin")).into())),
             country: Set(Some("DE".into())),
             status: Set(if i % 9 == 0 { "inactive" } else { "active" }.into()),
@@ -174,14 +270,19 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
     }
 
     // Check-ins first, so members carry their visit counts.
-    let mut visits: std::collections::HashMap<Uuid, (i64, chrono::DateTime<Utc>)> = std::collections::HashMap::new();
+    let mut visits: std::collections::HashMap<Uuid, (i64, chrono::DateTime<Utc>)> =
+        std::collections::HashMap::new();
     let mut entries = Vec::new();
     for _ in 0..2000 {
         let (mid, joined) = member_ids[rng.gen_range(0..member_ids.len())];
         let span = (at - joined).num_seconds().max(1);
         let t = joined + Duration::seconds(rng.gen_range(0..span));
         let granted = rng.gen_bool(0.95);
-        let kind = if rng.gen_bool(0.7) { "check_in" } else { "access" };
+        let kind = if rng.gen_bool(0.7) {
+            "check_in"
+        } else {
+            "access"
+        };
         if granted && kind == "check_in" {
             let v = visits.entry(mid).or_insert((0, t));
             v.0 += 1;
@@ -207,17 +308,25 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
         }
     }
     for chunk in members.chunks(200) {
-        member::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
+        member::Entity::insert_many(chunk.to_vec())
+            .exec(&txn)
+            .await?;
     }
     for chunk in entries.chunks(200) {
-        attendance::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
+        attendance::Entity::insert_many(chunk.to_vec())
+            .exec(&txn)
+            .await?;
     }
 
     let mut holdings = Vec::new();
     for (i, (mid, joined)) in member_ids.iter().enumerate().take(260) {
         let start = joined.date_naive();
         let plan = plan_ids[i % plan_ids.len()];
-        let ends = if i % 4 == 0 { None } else { Some(start + Duration::days(rng.gen_range(30..400))) };
+        let ends = if i % 4 == 0 {
+            None
+        } else {
+            Some(start + Duration::days(rng.gen_range(30..400)))
+        };
         holdings.push(member_membership::ActiveModel {
             id: Set(new_id()),
             gym_id: Set(gym_id),
@@ -232,10 +341,25 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
         });
     }
     for chunk in holdings.chunks(200) {
-        member_membership::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
+        member_membership::Entity::insert_many(chunk.to_vec())
+            .exec(&txn)
+            .await?;
     }
 
-    let catalogue = [("Protein bar", 250), ("Water 0.5 l", 150), ("Towel rental", 200), ("Shaker", 900), ("Gym gloves", 1900), ("Locker padlock", 700), ("Isotonic drink", 250), ("Coffee", 180), ("Personal training (1 h)", 6000), ("Sauna session", 800), ("T-shirt", 2500), ("Creatine 300 g", 2490)];
+    let catalogue = [
+        ("Protein bar", 250),
+        ("Water 0.5 l", 150),
+        ("Towel rental", 200),
+        ("Shaker", 900),
+        ("Gym gloves", 1900),
+        ("Locker padlock", 700),
+        ("Isotonic drink", 250),
+        ("Coffee", 180),
+        ("Personal training (1 h)", 6000),
+        ("Sauna session", 800),
+        ("T-shirt", 2500),
+        ("Creatine 300 g", 2490),
+    ];
     let mut products = Vec::new();
     let mut product_rows: Vec<(Uuid, &str, i64)> = Vec::new();
     for (i, (name, price)) in catalogue.iter().enumerate() {
@@ -262,7 +386,11 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
         let (pid, name, price) = product_rows[rng.gen_range(0..product_rows.len())];
         let qty = rng.gen_range(1..4);
         let walk_in = i % 7 == 0;
-        let member = if walk_in { None } else { Some(member_ids[rng.gen_range(0..member_ids.len())].0) };
+        let member = if walk_in {
+            None
+        } else {
+            Some(member_ids[rng.gen_range(0..member_ids.len())].0)
+        };
         let t = ago(rng.gen_range(0..120), &mut rng).min(at);
         let status = match rng.gen_range(0..20) {
             0 => "failed",
@@ -287,7 +415,9 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
         });
     }
     for chunk in sales.chunks(200) {
-        purchase::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
+        purchase::Entity::insert_many(chunk.to_vec())
+            .exec(&txn)
+            .await?;
     }
     txn.commit().await?;
     Ok(())

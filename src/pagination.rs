@@ -5,7 +5,10 @@
 //! not shift later pages.
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Select};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect, Select,
+};
 
 use crate::{context::RequestContext, errors::ApiError};
 
@@ -23,7 +26,12 @@ pub struct Page {
 }
 
 impl Page {
-    pub fn new(ctx: &RequestContext, page: i64, per_page: i64, as_of: Option<DateTime<Utc>>) -> Self {
+    pub fn new(
+        ctx: &RequestContext,
+        page: i64,
+        per_page: i64,
+        as_of: Option<DateTime<Utc>>,
+    ) -> Self {
         Self {
             page,
             per_page,
@@ -63,7 +71,10 @@ impl Page {
         if first > self.total {
             (None, None)
         } else {
-            (Some(first), Some((first + self.per_page - 1).min(self.total)))
+            (
+                Some(first),
+                Some((first + self.per_page - 1).min(self.total)),
+            )
         }
     }
 
@@ -72,7 +83,10 @@ impl Page {
         for (k, v) in &self.filters {
             q.append_pair(k, v);
         }
-        q.append_pair("as_of", &self.as_of.to_rfc3339_opts(SecondsFormat::Micros, true));
+        q.append_pair(
+            "as_of",
+            &self.as_of.to_rfc3339_opts(SecondsFormat::Micros, true),
+        );
         q.append_pair("page", &page.to_string());
         q.append_pair("per_page", &self.per_page.to_string());
         format!("{}?{}", self.url, q.finish())

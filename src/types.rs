@@ -48,7 +48,9 @@ impl<T: Type> Type for Nullable<T> {
         self.0.as_ref().and_then(|v| v.as_raw_value())
     }
 
-    fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+    fn raw_element_iter<'a>(
+        &'a self,
+    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
         match &self.0 {
             Some(v) => v.raw_element_iter(),
             None => Box::new(std::iter::empty()),
@@ -60,7 +62,9 @@ impl<T: ParseFromJSON> ParseFromJSON for Nullable<T> {
     fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
         match value {
             None | Some(Value::Null) => Ok(Self(None)),
-            Some(v) => T::parse_from_json(Some(v)).map(|v| Self(Some(v))).map_err(ParseError::propagate),
+            Some(v) => T::parse_from_json(Some(v))
+                .map(|v| Self(Some(v)))
+                .map_err(ParseError::propagate),
         }
     }
 }

@@ -5,7 +5,11 @@ use poem_openapi::payload::Json;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
 use super::{Handlers, generated::*, links, meta, money, parse_id};
-use crate::{context::RequestContext, errors::ApiError, pagination::{Page, rfc3339}};
+use crate::{
+    context::RequestContext,
+    errors::ApiError,
+    pagination::{Page, rfc3339},
+};
 
 fn membership_plan(m: membership_plan::Model) -> MembershipPlan {
     MembershipPlan {
@@ -30,7 +34,8 @@ fn subscription_plan(m: subscription_plan::Model) -> SubscriptionPlan {
         name: m.name,
         description: m.description.into(),
         price: money(m.price_amount, &m.currency),
-        billing_interval: BillingInterval::parse(&m.billing_interval).unwrap_or(BillingInterval::Month),
+        billing_interval: BillingInterval::parse(&m.billing_interval)
+            .unwrap_or(BillingInterval::Month),
         billing_interval_count: m.billing_interval_count,
         status: PlanStatus::parse(&m.status).unwrap_or(PlanStatus::Active),
         legacy_id: m.legacy_id.into(),
@@ -72,7 +77,11 @@ fn purchase(m: purchase::Model) -> Purchase {
 }
 
 impl MembershipsApi for Handlers {
-    async fn list_membership_plans(&self, ctx: &RequestContext, p: ListMembershipPlansParams) -> Result<ListMembershipPlansResponse, ApiError> {
+    async fn list_membership_plans(
+        &self,
+        ctx: &RequestContext,
+        p: ListMembershipPlansParams,
+    ) -> Result<ListMembershipPlansResponse, ApiError> {
         use membership_plan::{Column, Entity};
         let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
         page.filter("updated_since", p.updated_since.map(rfc3339));
@@ -80,7 +89,15 @@ impl MembershipsApi for Handlers {
         if let Some(t) = p.updated_since {
             select = select.filter(Column::UpdatedAt.gte(t));
         }
-        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id).await?;
+        let rows = page
+            .fetch(
+                self.db(),
+                select,
+                Column::CreatedAt,
+                Column::CreatedAt,
+                Column::Id,
+            )
+            .await?;
         Ok(ListMembershipPlansResponse::Ok(Json(MembershipPlanList {
             data: rows.into_iter().map(membership_plan).collect(),
             links: links(&page),
@@ -88,7 +105,11 @@ impl MembershipsApi for Handlers {
         })))
     }
 
-    async fn get_membership_plan(&self, ctx: &RequestContext, p: GetMembershipPlanParams) -> Result<GetMembershipPlanResponse, ApiError> {
+    async fn get_membership_plan(
+        &self,
+        ctx: &RequestContext,
+        p: GetMembershipPlanParams,
+    ) -> Result<GetMembershipPlanResponse, ApiError> {
         use membership_plan::{Column, Entity};
         let kind = "membership plan";
         let m = Entity::find_by_id(parse_id(kind, &p.id)?)
@@ -101,7 +122,11 @@ impl MembershipsApi for Handlers {
 }
 
 impl SubscriptionsApi for Handlers {
-    async fn list_subscription_plans(&self, ctx: &RequestContext, p: ListSubscriptionPlansParams) -> Result<ListSubscriptionPlansResponse, ApiError> {
+    async fn list_subscription_plans(
+        &self,
+        ctx: &RequestContext,
+        p: ListSubscriptionPlansParams,
+    ) -> Result<ListSubscriptionPlansResponse, ApiError> {
         use subscription_plan::{Column, Entity};
         let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
         page.filter("updated_since", p.updated_since.map(rfc3339));
@@ -109,15 +134,29 @@ impl SubscriptionsApi for Handlers {
         if let Some(t) = p.updated_since {
             select = select.filter(Column::UpdatedAt.gte(t));
         }
-        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id).await?;
-        Ok(ListSubscriptionPlansResponse::Ok(Json(SubscriptionPlanList {
-            data: rows.into_iter().map(subscription_plan).collect(),
-            links: links(&page),
-            meta: meta(&page),
-        })))
+        let rows = page
+            .fetch(
+                self.db(),
+                select,
+                Column::CreatedAt,
+                Column::CreatedAt,
+                Column::Id,
+            )
+            .await?;
+        Ok(ListSubscriptionPlansResponse::Ok(Json(
+            SubscriptionPlanList {
+                data: rows.into_iter().map(subscription_plan).collect(),
+                links: links(&page),
+                meta: meta(&page),
+            },
+        )))
     }
 
-    async fn get_subscription_plan(&self, ctx: &RequestContext, p: GetSubscriptionPlanParams) -> Result<GetSubscriptionPlanResponse, ApiError> {
+    async fn get_subscription_plan(
+        &self,
+        ctx: &RequestContext,
+        p: GetSubscriptionPlanParams,
+    ) -> Result<GetSubscriptionPlanResponse, ApiError> {
         use subscription_plan::{Column, Entity};
         let kind = "subscription plan";
         let m = Entity::find_by_id(parse_id(kind, &p.id)?)
@@ -130,7 +169,11 @@ impl SubscriptionsApi for Handlers {
 }
 
 impl ProductsApi for Handlers {
-    async fn list_products(&self, ctx: &RequestContext, p: ListProductsParams) -> Result<ListProductsResponse, ApiError> {
+    async fn list_products(
+        &self,
+        ctx: &RequestContext,
+        p: ListProductsParams,
+    ) -> Result<ListProductsResponse, ApiError> {
         use product::{Column, Entity};
         let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
         page.filter("status", p.status.map(|s| s.as_str().to_string()));
@@ -142,11 +185,27 @@ impl ProductsApi for Handlers {
         if let Some(t) = p.updated_since {
             select = select.filter(Column::UpdatedAt.gte(t));
         }
-        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id).await?;
-        Ok(ListProductsResponse::Ok(Json(ProductList { data: rows.into_iter().map(product).collect(), links: links(&page), meta: meta(&page) })))
+        let rows = page
+            .fetch(
+                self.db(),
+                select,
+                Column::CreatedAt,
+                Column::CreatedAt,
+                Column::Id,
+            )
+            .await?;
+        Ok(ListProductsResponse::Ok(Json(ProductList {
+            data: rows.into_iter().map(product).collect(),
+            links: links(&page),
+            meta: meta(&page),
+        })))
     }
 
-    async fn get_product(&self, ctx: &RequestContext, p: GetProductParams) -> Result<GetProductResponse, ApiError> {
+    async fn get_product(
+        &self,
+        ctx: &RequestContext,
+        p: GetProductParams,
+    ) -> Result<GetProductResponse, ApiError> {
         use product::{Column, Entity};
         let kind = "product";
         let m = Entity::find_by_id(parse_id(kind, &p.id)?)
@@ -159,11 +218,18 @@ impl ProductsApi for Handlers {
 }
 
 impl PurchasesApi for Handlers {
-    async fn list_purchases(&self, ctx: &RequestContext, p: ListPurchasesParams) -> Result<ListPurchasesResponse, ApiError> {
+    async fn list_purchases(
+        &self,
+        ctx: &RequestContext,
+        p: ListPurchasesParams,
+    ) -> Result<ListPurchasesResponse, ApiError> {
         use purchase::{Column, Entity};
         let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
         page.filter("member_id", p.member_id.map(|id| id.to_string()));
-        page.filter("payment_status", p.payment_status.map(|s| s.as_str().to_string()));
+        page.filter(
+            "payment_status",
+            p.payment_status.map(|s| s.as_str().to_string()),
+        );
         page.filter("updated_since", p.updated_since.map(rfc3339));
         let mut select = Entity::find().filter(Column::GymId.eq(ctx.tenant.gym_id));
         if let Some(id) = p.member_id {
@@ -175,11 +241,27 @@ impl PurchasesApi for Handlers {
         if let Some(t) = p.updated_since {
             select = select.filter(Column::UpdatedAt.gte(t));
         }
-        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::PurchasedAt, Column::Id).await?;
-        Ok(ListPurchasesResponse::Ok(Json(PurchaseList { data: rows.into_iter().map(purchase).collect(), links: links(&page), meta: meta(&page) })))
+        let rows = page
+            .fetch(
+                self.db(),
+                select,
+                Column::CreatedAt,
+                Column::PurchasedAt,
+                Column::Id,
+            )
+            .await?;
+        Ok(ListPurchasesResponse::Ok(Json(PurchaseList {
+            data: rows.into_iter().map(purchase).collect(),
+            links: links(&page),
+            meta: meta(&page),
+        })))
     }
 
-    async fn get_purchase(&self, ctx: &RequestContext, p: GetPurchaseParams) -> Result<GetPurchaseResponse, ApiError> {
+    async fn get_purchase(
+        &self,
+        ctx: &RequestContext,
+        p: GetPurchaseParams,
+    ) -> Result<GetPurchaseResponse, ApiError> {
         use purchase::{Column, Entity};
         let kind = "purchase";
         let m = Entity::find_by_id(parse_id(kind, &p.id)?)

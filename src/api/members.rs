@@ -4,7 +4,7 @@ use entity::member;
 use poem_openapi::{payload::Json, types::MaybeUndefined};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set,
-    sea_query::{Expr, Func, SimpleExpr},
+    sea_query::{Expr, Func, LikeExpr, SimpleExpr},
 };
 use uuid::Uuid;
 
@@ -57,11 +57,14 @@ fn like_pattern(term: &str) -> String {
 /// First name, last name, "first last" and email, case-insensitively, on SQLite and PostgreSQL.
 fn search_condition(term: &str) -> SimpleExpr {
     let pattern = like_pattern(term.trim());
-    let like = |e: SimpleExpr| Expr::cust_with_exprs("$1 LIKE $2 ESCAPE '\\'", [e, Expr::val(pattern.clone()).into()]);
+    let like = |e: SimpleExpr| Expr::expr(e).like(LikeExpr::new(pattern.clone()).escape('\\'));
     let lower = |c: member::Column| SimpleExpr::from(Func::lower(Expr::col(c)));
     let full = SimpleExpr::from(Func::lower(Expr::cust_with_exprs(
-        "$1 || ' ' || $2",
-        [Expr::col(member::Column::FirstName).into(), Expr::col(member::Column::LastName).into()],
+        "? || ' ' || ?",
+        [
+            Expr::col(member::Column::FirstName).into(),
+            Expr::col(member::Column::LastName).into(),
+        ],
     )));
     like(lower(member::Column::FirstName))
         .or(like(lower(member::Column::LastName)))
@@ -69,7 +72,11 @@ fn search_condition(term: &str) -> SimpleExpr {
         .or(like(Expr::col(member::Column::EmailNormalized).into()))
 }
 
-async fn find(db: &impl ConnectionTrait, gym_id: Uuid, id: &str) -> Result<member::Model, ApiError> {
+async fn find(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    id: &str,
+) -> Result<member::Model, ApiError> {
     let uuid = parse_id(KIND, id)?;
     member::Entity::find_by_id(uuid)
         .filter(member::Column::GymId.eq(gym_id))
@@ -104,22 +111,36 @@ async fn check_references(
             .one(db)
             .await?;
         if found.is_none() {
-            errors.add("facility_id", "The selected facility_id is not a facility of this gym.");
+            errors.add(
+                "facility_id",
+                "The selected facility_id is not a facility of this gym.",
+            );
         }
     }
     errors.into_result()
 }
 
 fn email_taken(err: sea_orm::DbErr) -> ApiError {
-    if is_unique_violation(&err) { ApiError::invalid("email", "The email has already been taken.") } else { err.into() }
+    if is_unique_violation(&err) {
+        ApiError::invalid("email", "The email has already been taken.")
+    } else {
+        err.into()
+    }
 }
 
 impl MembersApi for Handlers {
-    async fn list_members(&self, ctx: &RequestContext, p: ListMembersParams) -> Result<ListMembersResponse, ApiError> {
+    async fn list_members(
+        &self,
+        ctx: &RequestContext,
+        p: ListMembersParams,
+    ) -> Result<ListMembersResponse, ApiError> {
         let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
         page.filter("status", p.status.map(|s| s.as_str().to_string()));
         page.filter("search", p.search.clone());
-        page.filter("updated_since", p.updated_since.map(crate::pagination::rfc3339));
+        page.filter(
+            "updated_since",
+            p.updated_since.map(crate::pagination::rfc3339),
+        );
         let mut select = member::Entity::find().filter(member::Column::GymId.eq(ctx.tenant.gym_id));
         if let Some(s) = p.status {
             select = select.filter(member::Column::Status.eq(s.as_str()));
@@ -131,7 +152,13 @@ impl MembersApi for Handlers {
             select = select.filter(member::Column::UpdatedAt.gte(t));
         }
         let rows = page
-            .fetch(self.db(), select, member::Column::CreatedAt, member::Column::CreatedAt, member::Column::Id)
+            .fetch(
+                self.db(),
+                select,
+                member::Column::CreatedAt,
+                member::Column::CreatedAt,
+                member::Column::Id,
+            )
             .await?;
         Ok(ListMembersResponse::Ok(Json(MemberList {
             data: rows.into_iter().map(record).collect(),
@@ -140,7 +167,11 @@ impl MembersApi for Handlers {
         })))
     }
 
-    async fn create_member(&self, ctx: &RequestContext, p: CreateMemberParams) -> Result<CreateMemberResponse, ApiError> {
+    async fn create_member(
+        &self,
+        ctx: &RequestContext,
+        p: CreateMemberParams,
+    ) -> Result<CreateMemberResponse, ApiError> {
         let gym_id = ctx.tenant.gym_id;
         let b = p.body;
         let email = b.email.take().map(|e| e.0);
@@ -148,10 +179,17 @@ impl MembersApi for Handlers {
         check_references(self.db(), gym_id, None, email.as_deref(), facility_id).await?;
         let facility_id = match facility_id {
             Some(id) => id,
-            None => accounts::first_facility(self.db(), gym_id)
-                .await?
-                .ok_or_else(|| ApiError::invalid("facility_id", "This gym has no facility; give a facility_id."))?
-                .id,
+            None => {
+                accounts::first_facility(self.db(), gym_id)
+                    .await?
+                    .ok_or_else(|| {
+                        ApiError::invalid(
+                            "facility_id",
+                            "This gym has no facility; give a facility_id.",
+                        )
+                    })?
+                    .id
+            }
         };
         let at = now();
         let model = member::ActiveModel {
@@ -167,7 +205,11 @@ impl MembersApi for Handlers {
             date_of_birth: Set(b.date_of_birth.take()),
             city: Set(b.city.take()),
             country: Set(b.country.take()),
-            status: Set(b.status.unwrap_or(MemberStatus::Active).as_str().to_string()),
+            status: Set(b
+                .status
+                .unwrap_or(MemberStatus::Active)
+                .as_str()
+                .to_string()),
             legacy_id: Set(None),
             visits_count: Set(0),
             last_visit_at: Set(None),
@@ -180,28 +222,52 @@ impl MembersApi for Handlers {
         Ok(CreateMemberResponse::Created(Json(record(model))))
     }
 
-    async fn get_member(&self, ctx: &RequestContext, p: GetMemberParams) -> Result<GetMemberResponse, ApiError> {
+    async fn get_member(
+        &self,
+        ctx: &RequestContext,
+        p: GetMemberParams,
+    ) -> Result<GetMemberResponse, ApiError> {
         let m = find(self.db(), ctx.tenant.gym_id, &p.id).await?;
         Ok(GetMemberResponse::Ok(Json(record(m))))
     }
 
-    async fn replace_member(&self, ctx: &RequestContext, p: ReplaceMemberParams) -> Result<ReplaceMemberResponse, ApiError> {
+    async fn replace_member(
+        &self,
+        ctx: &RequestContext,
+        p: ReplaceMemberParams,
+    ) -> Result<ReplaceMemberResponse, ApiError> {
         let m = update(self, ctx, &p.id, p.body).await?;
         Ok(ReplaceMemberResponse::Ok(Json(m)))
     }
 
-    async fn update_member(&self, ctx: &RequestContext, p: UpdateMemberParams) -> Result<UpdateMemberResponse, ApiError> {
+    async fn update_member(
+        &self,
+        ctx: &RequestContext,
+        p: UpdateMemberParams,
+    ) -> Result<UpdateMemberResponse, ApiError> {
         let m = update(self, ctx, &p.id, p.body).await?;
         Ok(UpdateMemberResponse::Ok(Json(m)))
     }
 }
 
 /// PUT and PATCH alike: only the given fields change; `null` clears an optional field.
-async fn update(h: &Handlers, ctx: &RequestContext, id: &str, b: MemberUpdate) -> Result<Member, ApiError> {
+async fn update(
+    h: &Handlers,
+    ctx: &RequestContext,
+    id: &str,
+    b: MemberUpdate,
+) -> Result<Member, ApiError> {
     let gym_id = ctx.tenant.gym_id;
     let current = find(h.db(), gym_id, id).await?;
     let new_email: MaybeUndefined<String> = b.email.map_value(|e| e.0);
-    check_references(h.db(), gym_id, Some(current.id), new_email.value().map(String::as_str), b.facility_id).await?;
+    check_references(
+        h.db(),
+        gym_id,
+        Some(current.id),
+        new_email.value().map(String::as_str),
+        b.facility_id,
+    )
+    .await?;
     let mut m: member::ActiveModel = current.into();
     if let Some(v) = b.first_name {
         m.first_name = Set(v);

@@ -37,7 +37,10 @@ fn parse_id(kind: &str, id: &str) -> Result<Uuid, ApiError> {
 }
 
 fn money(amount: i64, currency: &str) -> Money {
-    Money { amount, currency: currency.to_string() }
+    Money {
+        amount,
+        currency: currency.to_string(),
+    }
 }
 
 fn links(page: &Page) -> PaginationLinks {

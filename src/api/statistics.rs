@@ -27,12 +27,19 @@ struct CurrencySum {
 /// First day of the month of `day`, and the first day of the next month.
 fn month_bounds(day: NaiveDate) -> Option<(NaiveDate, NaiveDate)> {
     let first = day.with_day(1)?;
-    let next = if first.month() == 12 { NaiveDate::from_ymd_opt(first.year() + 1, 1, 1)? } else { NaiveDate::from_ymd_opt(first.year(), first.month() + 1, 1)? };
+    let next = if first.month() == 12 {
+        NaiveDate::from_ymd_opt(first.year() + 1, 1, 1)?
+    } else {
+        NaiveDate::from_ymd_opt(first.year(), first.month() + 1, 1)?
+    };
     Some((first, next))
 }
 
 impl StatisticsApi for Handlers {
-    async fn get_statistics(&self, ctx: &RequestContext) -> Result<GetStatisticsResponse, ApiError> {
+    async fn get_statistics(
+        &self,
+        ctx: &RequestContext,
+    ) -> Result<GetStatisticsResponse, ApiError> {
         let gym_id = ctx.tenant.gym_id;
         let db = self.db();
         let tz: Tz = ctx.tenant.timezone.parse().unwrap_or(Tz::UTC);
@@ -48,24 +55,53 @@ impl StatisticsApi for Handlers {
             .into_model::<StatusCount>()
             .all(db)
             .await?;
-        let count_of = |s: &str| counts.iter().filter(|c| c.status == s).map(|c| c.n).sum::<i64>();
-        let members = MemberCounts { total: counts.iter().map(|c| c.n).sum(), active: count_of("active"), inactive: count_of("inactive") };
+        let count_of = |s: &str| {
+            counts
+                .iter()
+                .filter(|c| c.status == s)
+                .map(|c| c.n)
+                .sum::<i64>()
+        };
+        let members = MemberCounts {
+            total: counts.iter().map(|c| c.n).sum(),
+            active: count_of("active"),
+            inactive: count_of("inactive"),
+        };
 
         let active_memberships = member_membership::Entity::find()
             .filter(member_membership::Column::GymId.eq(gym_id))
             .filter(member_membership::Column::StartsOn.lte(today))
-            .filter(Condition::any().add(member_membership::Column::EndsOn.is_null()).add(member_membership::Column::EndsOn.gte(today)))
+            .filter(
+                Condition::any()
+                    .add(member_membership::Column::EndsOn.is_null())
+                    .add(member_membership::Column::EndsOn.gte(today)),
+            )
             .count(db)
             .await?;
-        let facilities = facility::Entity::find().filter(facility::Column::GymId.eq(gym_id)).count(db).await?;
+        let facilities = facility::Entity::find()
+            .filter(facility::Column::GymId.eq(gym_id))
+            .count(db)
+            .await?;
 
-        let (first, next) = month_bounds(today).ok_or_else(|| ApiError::internal(anyhow::anyhow!("no month for {today}")))?;
-        let instant = |d: NaiveDate| d.and_hms_opt(0, 0, 0).and_then(|m| tz.from_local_datetime(&m).earliest()).map(|t| t.with_timezone(&Utc));
-        let (start, end) = instant(first).zip(instant(next)).ok_or_else(|| ApiError::internal(anyhow::anyhow!("no local midnight")))?;
+        let (first, next) = month_bounds(today)
+            .ok_or_else(|| ApiError::internal(anyhow::anyhow!("no month for {today}")))?;
+        let instant = |d: NaiveDate| {
+            d.and_hms_opt(0, 0, 0)
+                .and_then(|m| tz.from_local_datetime(&m).earliest())
+                .map(|t| t.with_timezone(&Utc))
+        };
+        let (start, end) = instant(first)
+            .zip(instant(next))
+            .ok_or_else(|| ApiError::internal(anyhow::anyhow!("no local midnight")))?;
         let sums = purchase::Entity::find()
             .select_only()
             .column(purchase::Column::Currency)
-            .column_as(Expr::col(purchase::Column::TotalAmount).sum().cast_as(sea_orm::sea_query::Alias::new("BIGINT")), "amount")
+            .column_as(
+                Expr::col(purchase::Column::TotalAmount)
+                    .sum()
+                    .cast_as(sea_orm::sea_query::Alias::new("BIGINT")),
+                "amount",
+            )
             .filter(purchase::Column::GymId.eq(gym_id))
             .filter(purchase::Column::PaymentStatus.eq("paid"))
             .filter(purchase::Column::PurchasedAt.gte(start))
@@ -74,7 +110,10 @@ impl StatisticsApi for Handlers {
             .into_model::<CurrencySum>()
             .all(db)
             .await?;
-        let mut paid: Vec<Money> = sums.into_iter().map(|s| money(s.amount, &s.currency)).collect();
+        let mut paid: Vec<Money> = sums
+            .into_iter()
+            .map(|s| money(s.amount, &s.currency))
+            .collect();
         paid.sort_by(|a, b| a.currency.cmp(&b.currency));
 
         Ok(GetStatisticsResponse::Ok(Json(Statistics {

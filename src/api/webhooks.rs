@@ -4,7 +4,11 @@ use super::{Handlers, generated::*};
 use crate::{context::RequestContext, errors::ApiError};
 
 impl WebhooksApi for Handlers {
-    async fn redeliver_webhook_delivery(&self, _: &RequestContext, _: RedeliverWebhookDeliveryParams) -> Result<RedeliverWebhookDeliveryResponse, ApiError> {
+    async fn redeliver_webhook_delivery(
+        &self,
+        _: &RequestContext,
+        _: RedeliverWebhookDeliveryParams,
+    ) -> Result<RedeliverWebhookDeliveryResponse, ApiError> {
         Err(ApiError::NotImplemented)
     }
 }
