@@ -15,8 +15,8 @@ use std::{collections::BTreeMap, fmt::Write as _, fs, path::PathBuf};
 
 use heck::{ToSnakeCase, ToUpperCamelCase};
 use openapiv3::{
-    IntegerFormat, OpenAPI, Operation, Parameter, ParameterSchemaOrContent, ReferenceOr, Schema,
-    SchemaKind, StatusCode, StringFormat, Type, VariantOrUnknownOrEmpty,
+    IntegerFormat, OpenAPI, Operation, Parameter, ParameterSchemaOrContent, ReferenceOr, Schema, SchemaKind,
+    StatusCode, StringFormat, Type, VariantOrUnknownOrEmpty,
 };
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
@@ -26,21 +26,14 @@ type GenResult<T> = Result<T, String>;
 fn main() {
     println!("cargo:rerun-if-changed=openapi.yaml");
     println!("cargo:rerun-if-changed=build.rs");
-    let text = fs::read_to_string("openapi.yaml")
-        .unwrap_or_else(|e| fail(&format!("cannot read openapi.yaml: {e}")));
-    let doc: OpenAPI = serde_yaml_ng::from_str(&text).unwrap_or_else(|e| {
-        fail(&format!(
-            "openapi.yaml is not a valid OpenAPI 3.0 document: {e}"
-        ))
-    });
+    let text = fs::read_to_string("openapi.yaml").unwrap_or_else(|e| fail(&format!("cannot read openapi.yaml: {e}")));
+    let doc: OpenAPI = serde_yaml_ng::from_str(&text)
+        .unwrap_or_else(|e| fail(&format!("openapi.yaml is not a valid OpenAPI 3.0 document: {e}")));
     let tokens = Generator::new(&doc).run().unwrap_or_else(|e| fail(&e));
-    let file: syn::File = syn::parse2(tokens)
-        .unwrap_or_else(|e| fail(&format!("generated code does not parse: {e}")));
+    let file: syn::File = syn::parse2(tokens).unwrap_or_else(|e| fail(&format!("generated code does not parse: {e}")));
     let pretty = prettyplease::unparse(&file);
-    let out =
-        PathBuf::from(std::env::var("OUT_DIR").unwrap_or_else(|_| fail("OUT_DIR is not set")));
-    fs::write(out.join("api.rs"), pretty)
-        .unwrap_or_else(|e| fail(&format!("cannot write api.rs: {e}")));
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_else(|_| fail("OUT_DIR is not set")));
+    fs::write(out.join("api.rs"), pretty).unwrap_or_else(|e| fail(&format!("cannot write api.rs: {e}")));
 }
 
 fn fail(msg: &str) -> ! {
@@ -65,18 +58,11 @@ struct Param {
 
 impl<'a> Generator<'a> {
     fn new(doc: &'a OpenAPI) -> Self {
-        Self {
-            doc,
-            items: BTreeMap::new(),
-        }
+        Self { doc, items: BTreeMap::new() }
     }
 
     fn run(mut self) -> GenResult<TokenStream> {
-        let components = self
-            .doc
-            .components
-            .as_ref()
-            .ok_or("the document has no components")?;
+        let components = self.doc.components.as_ref().ok_or("the document has no components")?;
         for (name, schema) in &components.schemas {
             let pointer = format!("#/components/schemas/{name}");
             let schema = match schema {
@@ -109,8 +95,7 @@ impl<'a> Generator<'a> {
                 }
                 let mut params: Vec<&ReferenceOr<Parameter>> = item.parameters.iter().collect();
                 params.extend(op.parameters.iter());
-                let (method_tokens, op_tokens) =
-                    self.operation(path, method, op, &tag, &params, &pointer)?;
+                let (method_tokens, op_tokens) = self.operation(path, method, op, &tag, &params, &pointer)?;
                 trait_methods.entry(tag).or_default().push(method_tokens);
                 operations.push(op_tokens);
             }
@@ -137,7 +122,7 @@ impl<'a> Generator<'a> {
         Ok(quote! {
             use poem_openapi::{payload::Json, param::{Header, Path, Query}, types::{MaybeUndefined, Email}, ApiResponse, Enum, Object, OpenApi, Tags};
             use poem::web::Data;
-            use crate::{context::RequestContext, errors::ApiError, types::Nullable};
+            use crate::{context::RequestContext, errors::ApiError, types::{Date, Nullable}};
 
             #(#items)*
 
@@ -166,18 +151,12 @@ impl<'a> Generator<'a> {
                 for (prop, prop_schema) in &obj.properties {
                     let prop_pointer = format!("{pointer}/properties/{prop}");
                     let schema: ReferenceOr<Schema> = match prop_schema {
-                        ReferenceOr::Reference { reference } => ReferenceOr::Reference {
-                            reference: reference.clone(),
-                        },
+                        ReferenceOr::Reference { reference } => ReferenceOr::Reference { reference: reference.clone() },
                         ReferenceOr::Item(b) => ReferenceOr::Item((**b).clone()),
                     };
-                    let inner = self.rust_type(
-                        &schema,
-                        &format!("{name}{}", prop.to_upper_camel_case()),
-                        &prop_pointer,
-                    )?;
-                    let nullable =
-                        matches!(&schema, ReferenceOr::Item(s) if s.schema_data.nullable);
+                    let inner =
+                        self.rust_type(&schema, &format!("{name}{}", prop.to_upper_camel_case()), &prop_pointer)?;
+                    let nullable = matches!(&schema, ReferenceOr::Item(s) if s.schema_data.nullable);
                     let required = obj.required.contains(prop);
                     let ty = match (required, nullable) {
                         (true, false) => inner,
@@ -194,15 +173,10 @@ impl<'a> Generator<'a> {
                         return Err(format!("{pointer}: required property '{r}' is not defined"));
                     }
                 }
-                let doc = schema
-                    .schema_data
-                    .description
-                    .clone()
-                    .unwrap_or_else(|| format!("`{name}` of openapi.yaml."));
+                let doc =
+                    schema.schema_data.description.clone().unwrap_or_else(|| format!("`{name}` of openapi.yaml."));
                 let item = if obj.properties.is_empty() {
-                    return Err(format!(
-                        "{pointer}: an object schema without properties is not supported"
-                    ));
+                    return Err(format!("{pointer}: an object schema without properties is not supported"));
                 } else {
                     quote! {
                         #[doc = #doc]
@@ -214,17 +188,10 @@ impl<'a> Generator<'a> {
                 self.items.insert(name.to_string(), item);
             }
             SchemaKind::Type(Type::String(s)) if !s.enumeration.is_empty() => {
-                self.string_enum(
-                    name,
-                    &s.enumeration,
-                    schema.schema_data.description.as_deref(),
-                    pointer,
-                )?;
+                self.string_enum(name, &s.enumeration, schema.schema_data.description.as_deref(), pointer)?;
             }
             _ => {
-                return Err(format!(
-                    "{pointer}: only object and string-enum schemas may be named components"
-                ));
+                return Err(format!("{pointer}: only object and string-enum schemas may be named components"));
             }
         }
         Ok(())
@@ -241,9 +208,7 @@ impl<'a> Generator<'a> {
         let mut variants = Vec::new();
         let mut as_str = Vec::new();
         for v in values {
-            let v = v
-                .as_ref()
-                .ok_or_else(|| format!("{pointer}: null enum values are not supported"))?;
+            let v = v.as_ref().ok_or_else(|| format!("{pointer}: null enum values are not supported"))?;
             let variant = format_ident!("{}", v.to_upper_camel_case());
             variants.push(quote! { #[oai(rename = #v)] #variant });
             as_str.push(quote! { Self::#variant => #v });
@@ -252,9 +217,7 @@ impl<'a> Generator<'a> {
             let variant = format_ident!("{}", v.to_upper_camel_case());
             quote! { Self::#variant }
         });
-        let doc = description
-            .map(str::to_string)
-            .unwrap_or_else(|| format!("`{name}` of openapi.yaml."));
+        let doc = description.map(str::to_string).unwrap_or_else(|| format!("`{name}` of openapi.yaml."));
         self.items.insert(
             name.to_string(),
             quote! {
@@ -283,21 +246,12 @@ impl<'a> Generator<'a> {
     }
 
     /// The Rust type of a schema used in a property, parameter or payload.
-    fn rust_type(
-        &mut self,
-        schema: &ReferenceOr<Schema>,
-        inline_name: &str,
-        pointer: &str,
-    ) -> GenResult<TokenStream> {
+    fn rust_type(&mut self, schema: &ReferenceOr<Schema>, inline_name: &str, pointer: &str) -> GenResult<TokenStream> {
         let schema = match schema {
             ReferenceOr::Reference { reference } => {
                 let name = reference
                     .strip_prefix("#/components/schemas/")
-                    .ok_or_else(|| {
-                        format!(
-                            "{pointer}: only references to #/components/schemas are supported here"
-                        )
-                    })?;
+                    .ok_or_else(|| format!("{pointer}: only references to #/components/schemas are supported here"))?;
                 let ident = format_ident!("{name}");
                 return Ok(quote! { #ident });
             }
@@ -306,19 +260,14 @@ impl<'a> Generator<'a> {
         Ok(match &schema.schema_kind {
             SchemaKind::Type(Type::String(s)) => {
                 if !s.enumeration.is_empty() {
-                    self.string_enum(
-                        inline_name,
-                        &s.enumeration,
-                        schema.schema_data.description.as_deref(),
-                        pointer,
-                    )?;
+                    self.string_enum(inline_name, &s.enumeration, schema.schema_data.description.as_deref(), pointer)?;
                     let ident = format_ident!("{inline_name}");
                     return Ok(quote! { #ident });
                 }
                 match &s.format {
                     VariantOrUnknownOrEmpty::Empty => quote! { String },
                     VariantOrUnknownOrEmpty::Item(StringFormat::Date) => {
-                        quote! { chrono::NaiveDate }
+                        quote! { Date }
                     }
                     VariantOrUnknownOrEmpty::Item(StringFormat::DateTime) => {
                         quote! { chrono::DateTime<chrono::Utc> }
@@ -326,9 +275,7 @@ impl<'a> Generator<'a> {
                     VariantOrUnknownOrEmpty::Unknown(f) if f == "uuid" => quote! { uuid::Uuid },
                     VariantOrUnknownOrEmpty::Unknown(f) if f == "email" => quote! { Email },
                     other => {
-                        return Err(format!(
-                            "{pointer}: string format {other:?} is not supported"
-                        ));
+                        return Err(format!("{pointer}: string format {other:?} is not supported"));
                     }
                 }
             }
@@ -336,57 +283,35 @@ impl<'a> Generator<'a> {
                 VariantOrUnknownOrEmpty::Item(IntegerFormat::Int32) => quote! { i32 },
                 VariantOrUnknownOrEmpty::Item(IntegerFormat::Int64) => quote! { i64 },
                 _ => {
-                    return Err(format!(
-                        "{pointer}: integers need `format: int32` or `format: int64`"
-                    ));
+                    return Err(format!("{pointer}: integers need `format: int32` or `format: int64`"));
                 }
             },
             SchemaKind::Type(Type::Boolean(_)) => quote! { bool },
             SchemaKind::Type(Type::Number(_)) => quote! { f64 },
             SchemaKind::Type(Type::Array(a)) => {
-                let items = a
-                    .items
-                    .as_ref()
-                    .ok_or_else(|| format!("{pointer}: an array needs `items`"))?;
+                let items = a.items.as_ref().ok_or_else(|| format!("{pointer}: an array needs `items`"))?;
                 let items: ReferenceOr<Schema> = match items {
-                    ReferenceOr::Reference { reference } => ReferenceOr::Reference {
-                        reference: reference.clone(),
-                    },
+                    ReferenceOr::Reference { reference } => ReferenceOr::Reference { reference: reference.clone() },
                     ReferenceOr::Item(b) => ReferenceOr::Item((**b).clone()),
                 };
-                let inner = self.rust_type(
-                    &items,
-                    &format!("{inline_name}Item"),
-                    &format!("{pointer}/items"),
-                )?;
+                let inner = self.rust_type(&items, &format!("{inline_name}Item"), &format!("{pointer}/items"))?;
                 quote! { Vec<#inner> }
             }
-            SchemaKind::Type(Type::Object(o)) if o.properties.is_empty() => {
-                match &o.additional_properties {
-                    Some(openapiv3::AdditionalProperties::Schema(s)) => {
-                        let value = self.rust_type(
-                            s,
-                            &format!("{inline_name}Value"),
-                            &format!("{pointer}/additionalProperties"),
-                        )?;
-                        quote! { std::collections::BTreeMap<String, #value> }
-                    }
-                    _ => {
-                        return Err(format!(
-                            "{pointer}: a free-form object needs `additionalProperties: <schema>`"
-                        ));
-                    }
+            SchemaKind::Type(Type::Object(o)) if o.properties.is_empty() => match &o.additional_properties {
+                Some(openapiv3::AdditionalProperties::Schema(s)) => {
+                    let value =
+                        self.rust_type(s, &format!("{inline_name}Value"), &format!("{pointer}/additionalProperties"))?;
+                    quote! { std::collections::BTreeMap<String, #value> }
                 }
-            }
+                _ => {
+                    return Err(format!("{pointer}: a free-form object needs `additionalProperties: <schema>`"));
+                }
+            },
             SchemaKind::Type(Type::Object(_)) => {
-                return Err(format!(
-                    "{pointer}: inline objects are not supported; name it in components.schemas"
-                ));
+                return Err(format!("{pointer}: inline objects are not supported; name it in components.schemas"));
             }
             _ => {
-                return Err(format!(
-                    "{pointer}: oneOf/allOf/anyOf/not are not supported"
-                ));
+                return Err(format!("{pointer}: oneOf/allOf/anyOf/not are not supported"));
             }
         })
     }
@@ -397,9 +322,7 @@ impl<'a> Generator<'a> {
             ReferenceOr::Reference { reference } => {
                 let name = reference
                     .strip_prefix("#/components/parameters/")
-                    .ok_or_else(|| {
-                        format!("{pointer}: parameter $ref must point at #/components/parameters")
-                    })?;
+                    .ok_or_else(|| format!("{pointer}: parameter $ref must point at #/components/parameters"))?;
                 let comps = self.doc.components.as_ref().ok_or("no components")?;
                 match comps.parameters.get(name) {
                     Some(ReferenceOr::Item(p)) => (p, reference.clone()),
@@ -421,13 +344,7 @@ impl<'a> Generator<'a> {
                 return Err(format!("{pointer}: parameter `content` is not supported"));
             }
         };
-        Ok(Param {
-            name: data.name.clone(),
-            location,
-            required: data.required,
-            schema,
-            pointer,
-        })
+        Ok(Param { name: data.name.clone(), location, required: data.required, schema, pointer })
     }
 
     fn schema_default(&self, schema: &ReferenceOr<Schema>) -> Option<serde_json::Value> {
@@ -447,10 +364,7 @@ impl<'a> Generator<'a> {
         params: &[&ReferenceOr<Parameter>],
         pointer: &str,
     ) -> GenResult<(TokenStream, TokenStream)> {
-        let op_id = op
-            .operation_id
-            .as_ref()
-            .ok_or_else(|| format!("{pointer}: operationId is required"))?;
+        let op_id = op.operation_id.as_ref().ok_or_else(|| format!("{pointer}: operationId is required"))?;
         let type_base = op_id.to_upper_camel_case();
         let fn_ident = format_ident!("{}", op_id.to_snake_case());
         let params_ident = format_ident!("{type_base}Params");
@@ -476,26 +390,16 @@ impl<'a> Generator<'a> {
             let default = self.schema_default(&param.schema);
             let (ty, attr) = match (&default, param.required) {
                 (Some(value), false) => {
-                    let default_fn = format_ident!(
-                        "default_{}_{}",
-                        op_id.to_snake_case(),
-                        param.name.to_snake_case()
-                    );
+                    let default_fn = format_ident!("default_{}_{}", op_id.to_snake_case(), param.name.to_snake_case());
                     let default_path = format!("{}::{}", params_ident, default_fn);
                     let lit = default_literal(value, &param.pointer)?;
                     default_fns.push(quote! { fn #default_fn() -> #inner { #lit } });
-                    (
-                        inner.clone(),
-                        quote! { #[oai(name = #name, default = #default_path)] },
-                    )
+                    (inner.clone(), quote! { #[oai(name = #name, default = #default_path)] })
                 }
                 (None, true) => (inner.clone(), quote! { #[oai(name = #name)] }),
                 (None, false) => (quote! { Option<#inner> }, quote! { #[oai(name = #name)] }),
                 (Some(_), true) => {
-                    return Err(format!(
-                        "{}: a required parameter cannot have a default",
-                        param.pointer
-                    ));
+                    return Err(format!("{}: a required parameter cannot have a default", param.pointer));
                 }
             };
             route_args.push(quote! { #attr #arg: #wrapper<#ty> });
@@ -507,28 +411,18 @@ impl<'a> Generator<'a> {
             let body = match body {
                 ReferenceOr::Item(b) => b,
                 ReferenceOr::Reference { .. } => {
-                    return Err(format!(
-                        "{pointer}.requestBody: $ref request bodies are not supported"
-                    ));
+                    return Err(format!("{pointer}.requestBody: $ref request bodies are not supported"));
                 }
             };
             if !body.required {
-                return Err(format!(
-                    "{pointer}.requestBody: optional request bodies are not supported"
-                ));
+                return Err(format!("{pointer}.requestBody: optional request bodies are not supported"));
             }
-            let media = body.content.get("application/json").ok_or_else(|| {
-                format!("{pointer}.requestBody: only application/json bodies are supported")
-            })?;
-            let schema = media
-                .schema
-                .as_ref()
-                .ok_or_else(|| format!("{pointer}.requestBody: a schema is required"))?;
-            let ty = self.rust_type(
-                schema,
-                &format!("{type_base}Body"),
-                &format!("{pointer}.requestBody"),
-            )?;
+            let media = body
+                .content
+                .get("application/json")
+                .ok_or_else(|| format!("{pointer}.requestBody: only application/json bodies are supported"))?;
+            let schema = media.schema.as_ref().ok_or_else(|| format!("{pointer}.requestBody: a schema is required"))?;
+            let ty = self.rust_type(schema, &format!("{type_base}Body"), &format!("{pointer}.requestBody"))?;
             route_args.push(quote! { body: Json<#ty> });
             struct_fields.push(quote! { pub body: #ty });
             struct_init.push(quote! { body: body.0 });
@@ -541,20 +435,16 @@ impl<'a> Generator<'a> {
             let code = match status {
                 StatusCode::Code(c) => *c,
                 StatusCode::Range(_) => {
-                    return Err(format!(
-                        "{pointer}.responses: status ranges are not supported"
-                    ));
+                    return Err(format!("{pointer}.responses: status ranges are not supported"));
                 }
             };
             let response_pointer = format!("{pointer}.responses.{code}");
             let response = self.resolve_response(response, &response_pointer)?;
-            let media = response.content.get("application/json").ok_or_else(|| {
-                format!("{response_pointer}: every response must be application/json")
-            })?;
-            let schema = media
-                .schema
-                .as_ref()
-                .ok_or_else(|| format!("{response_pointer}: a schema is required"))?;
+            let media = response
+                .content
+                .get("application/json")
+                .ok_or_else(|| format!("{response_pointer}: every response must be application/json"))?;
+            let schema = media.schema.as_ref().ok_or_else(|| format!("{response_pointer}: a schema is required"))?;
             let ty = self.rust_type(schema, &format!("{type_base}{code}"), &response_pointer)?;
             let variant = format_ident!("{}", status_variant(code, &response_pointer)?);
             let doc = response.description.clone();
@@ -564,9 +454,7 @@ impl<'a> Generator<'a> {
             variants.push(quote! { #[doc = #doc] #[oai(status = #code)] #variant(Json<#ty>) });
         }
         if op.responses.default.is_some() {
-            return Err(format!(
-                "{pointer}.responses.default is not supported; list every status"
-            ));
+            return Err(format!("{pointer}.responses.default is not supported; list every status"));
         }
         let bad_request = if has_422 {
             quote! {
@@ -628,11 +516,7 @@ impl<'a> Generator<'a> {
                 quote! { self.0.#fn_ident(&ctx).await },
             )
         };
-        let trait_doc = if summary.is_empty() {
-            op_id.clone()
-        } else {
-            summary
-        };
+        let trait_doc = if summary.is_empty() { op_id.clone() } else { summary };
         let trait_method = quote! { #[doc = #trait_doc] #trait_sig };
         let route = quote! {
             #[doc = #doc]
@@ -644,19 +528,13 @@ impl<'a> Generator<'a> {
         Ok((trait_method, route))
     }
 
-    fn resolve_response(
-        &self,
-        r: &ReferenceOr<openapiv3::Response>,
-        pointer: &str,
-    ) -> GenResult<openapiv3::Response> {
+    fn resolve_response(&self, r: &ReferenceOr<openapiv3::Response>, pointer: &str) -> GenResult<openapiv3::Response> {
         match r {
             ReferenceOr::Item(r) => Ok(r.clone()),
             ReferenceOr::Reference { reference } => {
                 let name = reference
                     .strip_prefix("#/components/responses/")
-                    .ok_or_else(|| {
-                        format!("{pointer}: response $ref must point at #/components/responses")
-                    })?;
+                    .ok_or_else(|| format!("{pointer}: response $ref must point at #/components/responses"))?;
                 let comps = self.doc.components.as_ref().ok_or("no components")?;
                 match comps.responses.get(name) {
                     Some(ReferenceOr::Item(r)) => Ok(r.clone()),
@@ -670,8 +548,9 @@ impl<'a> Generator<'a> {
 fn rust_field_ident(prop: &str) -> proc_macro2::Ident {
     let snake = prop.to_snake_case();
     match snake.as_str() {
-        "type" | "ref" | "self" | "match" | "mod" | "move" | "use" | "where" | "enum"
-        | "struct" => format_ident!("r#{snake}"),
+        "type" | "ref" | "self" | "match" | "mod" | "move" | "use" | "where" | "enum" | "struct" => {
+            format_ident!("r#{snake}")
+        }
         _ => format_ident!("{snake}"),
     }
 }
@@ -713,9 +592,7 @@ fn status_variant(code: u16, pointer: &str) -> GenResult<&'static str> {
         501 => "NotImplemented",
         503 => "ServiceUnavailable",
         _ => {
-            return Err(format!(
-                "{pointer}: status {code} has no variant name in build.rs"
-            ));
+            return Err(format!("{pointer}: status {code} has no variant name in build.rs"));
         }
     })
 }
@@ -723,12 +600,10 @@ fn status_variant(code: u16, pointer: &str) -> GenResult<&'static str> {
 /// `/members/{id}` → `/members/:id`.
 fn poem_path(path: &str) -> String {
     path.split('/')
-        .map(
-            |seg| match seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
-                Some(name) => format!(":{name}"),
-                None => seg.to_string(),
-            },
-        )
+        .map(|seg| match seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+            Some(name) => format!(":{name}"),
+            None => seg.to_string(),
+        })
         .collect::<Vec<_>>()
         .join("/")
 }

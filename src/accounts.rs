@@ -8,8 +8,8 @@ use argon2::{
 use chrono::{DateTime, Utc};
 use entity::{api_key, facility, gym, user};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
-    QueryOrder, Set, TransactionTrait,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set,
+    TransactionTrait,
 };
 use uuid::Uuid;
 
@@ -82,10 +82,7 @@ impl Actor {
 }
 
 pub fn user_has(u: &user::Model, permission: Permission) -> bool {
-    u.role == "owner"
-        || u.permissions
-            .split(',')
-            .any(|p| p.trim() == permission.as_str())
+    u.role == "owner" || u.permissions.split(',').any(|p| p.trim() == permission.as_str())
 }
 
 /// Timestamps are kept to the microsecond, the precision both databases store.
@@ -100,9 +97,7 @@ pub fn new_id() -> Uuid {
 
 fn check_timezone(tz: &str) -> Result<()> {
     tz.parse::<chrono_tz::Tz>().map(|_| ()).map_err(|_| {
-        AccountError::Invalid(format!(
-            "unknown time zone {tz:?} (use an IANA name such as Europe/Berlin)"
-        ))
+        AccountError::Invalid(format!("unknown time zone {tz:?} (use an IANA name such as Europe/Berlin)"))
     })
 }
 
@@ -115,9 +110,7 @@ pub async fn create_gym(
 ) -> Result<gym::Model> {
     let name = name.trim();
     if name.is_empty() || name.len() > 200 {
-        return Err(AccountError::Invalid(
-            "the gym name must have 1 to 200 characters".into(),
-        ));
+        return Err(AccountError::Invalid("the gym name must have 1 to 200 characters".into()));
     }
     check_timezone(timezone)?;
     let txn = db.begin().await?;
@@ -161,10 +154,7 @@ async fn insert_gym(
 }
 
 pub async fn find_gym(db: &impl ConnectionTrait, id: Uuid) -> Result<gym::Model> {
-    gym::Entity::find_by_id(id)
-        .one(db)
-        .await?
-        .ok_or(AccountError::NotFound("gym"))
+    gym::Entity::find_by_id(id).one(db).await?.ok_or(AccountError::NotFound("gym"))
 }
 
 async fn production_gym(db: &impl ConnectionTrait, id: Uuid) -> Result<gym::Model> {
@@ -185,11 +175,7 @@ pub struct GymUpdate {
     pub timezone: Option<String>,
 }
 
-pub async fn update_gym(
-    db: &impl ConnectionTrait,
-    id: Uuid,
-    update: GymUpdate,
-) -> Result<gym::Model> {
+pub async fn update_gym(db: &impl ConnectionTrait, id: Uuid, update: GymUpdate) -> Result<gym::Model> {
     let gym = production_gym(db, id).await?;
     let mut m: gym::ActiveModel = gym.into();
     if let Some(v) = update.api_access {
@@ -200,9 +186,7 @@ pub async fn update_gym(
     }
     if let Some(v) = update.subscription_status {
         if !matches!(v.as_str(), "active" | "past_due" | "unpaid") {
-            return Err(AccountError::Invalid(
-                "subscription must be active, past_due or unpaid".into(),
-            ));
+            return Err(AccountError::Invalid("subscription must be active, past_due or unpaid".into()));
         }
         m.subscription_status = Set(v);
     }
@@ -219,18 +203,11 @@ pub async fn update_gym(
 
 /// The sandbox of a gym, if it has one.
 pub async fn sandbox_of(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<Option<gym::Model>> {
-    Ok(gym::Entity::find()
-        .filter(gym::Column::ParentGymId.eq(gym_id))
-        .one(db)
-        .await?)
+    Ok(gym::Entity::find().filter(gym::Column::ParentGymId.eq(gym_id)).one(db).await?)
 }
 
 /// Provisions the gym's sandbox: "<gym name> (Sandbox)", one facility, empty, following the gym's plan.
-pub async fn provision_sandbox(
-    db: &DatabaseConnection,
-    actor: &Actor,
-    gym_id: Uuid,
-) -> Result<gym::Model> {
+pub async fn provision_sandbox(db: &DatabaseConnection, actor: &Actor, gym_id: Uuid) -> Result<gym::Model> {
     actor.require(Permission::SettingsManage, gym_id)?;
     let txn = db.begin().await?;
     let gym = production_gym(&txn, gym_id).await?;
@@ -239,27 +216,20 @@ pub async fn provision_sandbox(
     }
     let name = format!("{} (Sandbox)", gym.name);
     // The unique index on parent_gym_id settles a race between two provisions.
-    let sandbox = insert_gym(&txn, &name, &gym.timezone, gym.api_access, Some(gym.id))
-        .await
-        .map_err(|e| match e {
-            AccountError::Db(err) if is_unique_violation(&err) => AccountError::SandboxExists,
-            other => other,
-        })?;
-    txn.commit().await.map_err(|err| {
-        if is_unique_violation(&err) {
-            AccountError::SandboxExists
-        } else {
-            err.into()
-        }
+    let sandbox = insert_gym(&txn, &name, &gym.timezone, gym.api_access, Some(gym.id)).await.map_err(|e| match e {
+        AccountError::Db(err) if is_unique_violation(&err) => AccountError::SandboxExists,
+        other => other,
     })?;
+    txn.commit().await.map_err(
+        |err| {
+            if is_unique_violation(&err) { AccountError::SandboxExists } else { err.into() }
+        },
+    )?;
     Ok(sandbox)
 }
 
 pub fn is_unique_violation(err: &sea_orm::DbErr) -> bool {
-    matches!(
-        err.sql_err(),
-        Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
-    )
+    matches!(err.sql_err(), Some(sea_orm::SqlErr::UniqueConstraintViolation(_)))
 }
 
 /// A key just created: the full key is in `key` and exists nowhere else.
@@ -279,9 +249,7 @@ pub async fn create_key(
     actor.require(Permission::SettingsManage, gym_id)?;
     let name = name.trim();
     if name.is_empty() || name.len() > 100 {
-        return Err(AccountError::Invalid(
-            "the key name must have 1 to 100 characters".into(),
-        ));
+        return Err(AccountError::Invalid("the key name must have 1 to 100 characters".into()));
     }
     production_gym(db, gym_id).await?;
     if env == Environment::Test && sandbox_of(db, gym_id).await?.is_none() {
@@ -290,12 +258,7 @@ pub async fn create_key(
     insert_key(db, gym_id, env, name).await
 }
 
-async fn insert_key(
-    db: &impl ConnectionTrait,
-    gym_id: Uuid,
-    env: Environment,
-    name: &str,
-) -> Result<NewKey> {
+async fn insert_key(db: &impl ConnectionTrait, gym_id: Uuid, env: Environment, name: &str) -> Result<NewKey> {
     let key = auth::generate_key(env);
     let model = api_key::ActiveModel {
         id: Set(new_id()),
@@ -360,11 +323,7 @@ impl KeyStatus {
     }
 }
 
-pub async fn list_keys(
-    db: &impl ConnectionTrait,
-    actor: &Actor,
-    gym_id: Uuid,
-) -> Result<Vec<api_key::Model>> {
+pub async fn list_keys(db: &impl ConnectionTrait, actor: &Actor, gym_id: Uuid) -> Result<Vec<api_key::Model>> {
     actor.require(Permission::SettingsManage, gym_id)?;
     production_gym(db, gym_id).await?;
     Ok(api_key::Entity::find()
@@ -376,10 +335,7 @@ pub async fn list_keys(
 }
 
 pub async fn find_key(db: &impl ConnectionTrait, key_id: Uuid) -> Result<api_key::Model> {
-    api_key::Entity::find_by_id(key_id)
-        .one(db)
-        .await?
-        .ok_or(AccountError::NotFound("key"))
+    api_key::Entity::find_by_id(key_id).one(db).await?.ok_or(AccountError::NotFound("key"))
 }
 
 /// The result of a roll: a new key now; the old one works until `expires_at`.
@@ -404,11 +360,10 @@ pub async fn roll_key(
         KeyStatus::Retires { .. } => return Err(AccountError::AlreadyRetiring),
         KeyStatus::Expired | KeyStatus::Revoked => return Err(AccountError::Inactive),
     }
-    let env = Environment::parse(&old.environment)
-        .ok_or_else(|| AccountError::Invalid("corrupt key environment".into()))?;
+    let env =
+        Environment::parse(&old.environment).ok_or_else(|| AccountError::Invalid("corrupt key environment".into()))?;
     let new = insert_key(&txn, old.gym_id, env, &old.name).await?;
-    let grace = chrono::Duration::from_std(grace)
-        .map_err(|_| AccountError::Invalid("grace period too long".into()))?;
+    let grace = chrono::Duration::from_std(grace).map_err(|_| AccountError::Invalid("grace period too long".into()))?;
     let mut m: api_key::ActiveModel = old.into();
     m.expires_at = Set(Some(at + grace));
     m.replaced_by_id = Set(Some(new.model.id));
@@ -419,11 +374,7 @@ pub async fn roll_key(
 
 /// Revokes a key: it stops working on the next request, on every instance (keys are checked against
 /// the database on every request).
-pub async fn revoke_key(
-    db: &DatabaseConnection,
-    actor: &Actor,
-    key_id: Uuid,
-) -> Result<api_key::Model> {
+pub async fn revoke_key(db: &DatabaseConnection, actor: &Actor, key_id: Uuid) -> Result<api_key::Model> {
     let key = find_key(db, key_id).await?;
     actor.require(Permission::SettingsManage, key.gym_id)?;
     if key.revoked_at.is_some() {
@@ -446,19 +397,13 @@ pub async fn create_user(
     production_gym(db, gym_id).await?;
     let email = email.trim().to_lowercase();
     if !email.contains('@') || email.len() > 254 {
-        return Err(AccountError::Invalid(format!(
-            "{email:?} is not an email address"
-        )));
+        return Err(AccountError::Invalid(format!("{email:?} is not an email address")));
     }
     if !matches!(role, "owner" | "employee") {
-        return Err(AccountError::Invalid(
-            "role must be owner or employee".into(),
-        ));
+        return Err(AccountError::Invalid("role must be owner or employee".into()));
     }
     if password.chars().count() < 10 {
-        return Err(AccountError::Invalid(
-            "the password must have at least 10 characters".into(),
-        ));
+        return Err(AccountError::Invalid("the password must have at least 10 characters".into()));
     }
     let salt = SaltString::generate(&mut OsRng);
     let hash = Argon2::default()
@@ -480,11 +425,7 @@ pub async fn create_user(
     .insert(db)
     .await
     .map_err(|e| {
-        if is_unique_violation(&e) {
-            AccountError::Invalid("a user with this email exists".into())
-        } else {
-            e.into()
-        }
+        if is_unique_violation(&e) { AccountError::Invalid("a user with this email exists".into()) } else { e.into() }
     })?;
     Ok(user)
 }

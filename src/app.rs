@@ -55,12 +55,7 @@ pub fn openapi_service(state: &AppState) -> OpenApiService<Api<Handlers>, ()> {
 pub fn app(state: AppState) -> impl Endpoint<Output = Response> {
     let gate_state = state.clone();
     let api = openapi_service(&state).around(move |ep, req| gate(ep, req, gate_state.clone()));
-    Route::new()
-        .at("/healthz", get(healthz))
-        .at("/readyz", get(readyz))
-        .nest(API_BASE, api)
-        .data(state)
-        .around(edge)
+    Route::new().at("/healthz", get(healthz)).at("/readyz", get(readyz)).nest(API_BASE, api).data(state).around(edge)
 }
 
 /// Outermost layer: the request id, JSON for every error, one log line per request. Logs carry the
@@ -103,11 +98,7 @@ async fn edge<E: Endpoint>(next: Arc<E>, req: Request) -> poem::Result<Response>
 /// The gate of `/api/v1`, in the order of DESIGN.md §5: key (401) → subscription (402) → plan (403)
 /// → rate limit (429) → route (404/405) → validation against openapi.yaml (422). Only requests that
 /// pass every check reach the generated routes, with their `RequestContext`.
-async fn gate<E: Endpoint>(
-    next: Arc<E>,
-    mut req: Request,
-    state: AppState,
-) -> poem::Result<Response> {
+async fn gate<E: Endpoint>(next: Arc<E>, mut req: Request, state: AppState) -> poem::Result<Response> {
     let key = auth::key_from_headers(req.headers());
     let tenant = match auth::authenticate(&state.db, key.as_deref(), crate::accounts::now()).await {
         Ok(t) => t,
@@ -117,18 +108,11 @@ async fn gate<E: Endpoint>(
 
     let path = req.uri().path().to_string();
     if path == "/openapi.yaml" && req.method() == poem::http::Method::GET {
-        return Ok(Response::builder()
-            .content_type("application/yaml")
-            .body(contract::DOCUMENT));
+        return Ok(Response::builder().content_type("application/yaml").body(contract::DOCUMENT));
     }
     match state.contract.route(req.method(), &path) {
         RouteMatch::NotFound => {
-            return Ok(ApiError::NotFound(format!(
-                "No such path: {}{}.",
-                API_BASE,
-                truncate(&path, 200)
-            ))
-            .as_response());
+            return Ok(ApiError::NotFound(format!("No such path: {}{}.", API_BASE, truncate(&path, 200))).as_response());
         }
         RouteMatch::MethodNotAllowed(allow) => {
             let err = ApiError::MethodNotAllowed {
@@ -147,10 +131,7 @@ async fn gate<E: Endpoint>(
                     Err(_) => {
                         errors.add(
                             "body",
-                            format!(
-                                "The request body must not be larger than {} MiB.",
-                                MAX_BODY_BYTES / 1024 / 1024
-                            ),
+                            format!("The request body must not be larger than {} MiB.", MAX_BODY_BYTES / 1024 / 1024),
                         );
                         return Ok(ApiError::Validation(errors).as_response());
                     }
@@ -170,11 +151,7 @@ async fn gate<E: Endpoint>(
         }
     }
     let base_url = base_url(&state.config, &req);
-    req.extensions_mut().insert(RequestContext {
-        tenant,
-        base_url,
-        path,
-    });
+    req.extensions_mut().insert(RequestContext { tenant, base_url, path });
     match next.call(req).await {
         Ok(r) => Ok(r.into_response()),
         Err(e) => Ok(to_json_error(e)),
@@ -199,16 +176,10 @@ fn base_url(config: &Config, req: &Request) -> String {
             .and_then(|v| v.to_str().ok())
             .map(|s| s.split(',').next().unwrap_or_default().trim().to_string())
     };
-    let proto = header("x-forwarded-proto")
-        .filter(|p| p == "https" || p == "http")
-        .unwrap_or_else(|| "http".into());
+    let proto = header("x-forwarded-proto").filter(|p| p == "https" || p == "http").unwrap_or_else(|| "http".into());
     let host = header("x-forwarded-host")
         .or_else(|| header("host"))
-        .filter(|h| {
-            !h.is_empty()
-                && h.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b))
-        })
+        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b)))
         .unwrap_or_else(|| config.bind.to_string());
     format!("{proto}://{host}{API_BASE}")
 }
@@ -222,13 +193,6 @@ fn healthz() -> Response {
 #[handler]
 async fn readyz(state: Data<&AppState>) -> Response {
     let database = state.db.ping().await.is_ok();
-    let status = if database {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    json_response(
-        status,
-        &json!({ "status": if database { "ready" } else { "unavailable" }, "database": database }),
-    )
+    let status = if database { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    json_response(status, &json!({ "status": if database { "ready" } else { "unavailable" }, "database": database }))
 }

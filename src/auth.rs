@@ -21,11 +21,7 @@ pub const DISPLAY_RANDOM_LEN: usize = 4;
 
 /// A new key for an environment: the prefix plus 32 base62 characters from the OS RNG.
 pub fn generate_key(env: Environment) -> String {
-    let random: String = OsRng
-        .sample_iter(&Alphanumeric)
-        .take(KEY_RANDOM_LEN)
-        .map(char::from)
-        .collect();
+    let random: String = OsRng.sample_iter(&Alphanumeric).take(KEY_RANDOM_LEN).map(char::from).collect();
     format!("{}{random}", env_prefix(env))
 }
 
@@ -61,20 +57,14 @@ pub fn display_prefix(key: &str) -> String {
 
 /// The key from `Authorization: Bearer <key>` or `X-Api-Key: <key>`.
 pub fn key_from_headers(headers: &poem::http::HeaderMap) -> Option<String> {
-    if let Some(v) = headers
-        .get(poem::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-    {
+    if let Some(v) = headers.get(poem::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
         let mut parts = v.trim().splitn(2, ' ');
         let scheme = parts.next().unwrap_or_default();
         if scheme.eq_ignore_ascii_case("bearer") {
             return parts.next().map(|k| k.trim().to_string());
         }
     }
-    headers
-        .get("x-api-key")
-        .and_then(|v| v.to_str().ok())
-        .map(|k| k.trim().to_string())
+    headers.get("x-api-key").and_then(|v| v.to_str().ok()).map(|k| k.trim().to_string())
 }
 
 #[derive(Debug, FromQueryResult)]
@@ -95,11 +85,7 @@ struct KeyRow {
 
 /// Whether a subscription in this state blocks requests (402): unpaid, or past due beyond the end of
 /// the grace period.
-pub fn subscription_blocks(
-    status: &str,
-    grace_ends_at: Option<DateTime<Utc>>,
-    now: DateTime<Utc>,
-) -> bool {
+pub fn subscription_blocks(status: &str, grace_ends_at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
     match status {
         "active" => false,
         "past_due" => grace_ends_at.is_some_and(|end| end <= now),
@@ -109,11 +95,7 @@ pub fn subscription_blocks(
 
 /// Resolves a key to its tenant in one indexed query (the key, its gym and the gym's sandbox), then
 /// applies the checks of DESIGN.md §5 in order: 401, 402, 403.
-pub async fn authenticate(
-    db: &DatabaseConnection,
-    key: Option<&str>,
-    now: DateTime<Utc>,
-) -> Result<Tenant, ApiError> {
+pub async fn authenticate(db: &DatabaseConnection, key: Option<&str>, now: DateTime<Utc>) -> Result<Tenant, ApiError> {
     let key = key.ok_or(ApiError::Unauthorized)?;
     let env = parse_key(key).ok_or(ApiError::Unauthorized)?;
     let backend = db.get_database_backend();
@@ -128,14 +110,10 @@ pub async fn authenticate(
          FROM api_keys k JOIN gyms g ON g.id = k.gym_id LEFT JOIN gyms s ON s.parent_gym_id = g.id \
          WHERE k.fingerprint = {placeholder}"
     );
-    let row = KeyRow::find_by_statement(Statement::from_sql_and_values(
-        backend,
-        sql,
-        [fingerprint(key).into()],
-    ))
-    .one(db)
-    .await?
-    .ok_or(ApiError::Unauthorized)?;
+    let row = KeyRow::find_by_statement(Statement::from_sql_and_values(backend, sql, [fingerprint(key).into()]))
+        .one(db)
+        .await?
+        .ok_or(ApiError::Unauthorized)?;
     let stored_env = Environment::parse(&row.environment).ok_or(ApiError::Unauthorized)?;
     let retired = row.expires_at.is_some_and(|t| t <= now);
     let revoked = row.revoked_at.is_some_and(|t| t <= now);
@@ -156,13 +134,7 @@ pub async fn authenticate(
     if !row.api_access {
         return Err(ApiError::Forbidden(NO_API_ACCESS_MESSAGE.into()));
     }
-    Ok(Tenant {
-        gym_id,
-        owner_gym_id: row.gym_id,
-        key_id: row.key_id,
-        environment: env,
-        timezone,
-    })
+    Ok(Tenant { gym_id, owner_gym_id: row.gym_id, key_id: row.key_id, environment: env, timezone })
 }
 
 /// Records that a key was used, at most once a minute per key: an in-process gate first, then a
@@ -180,10 +152,7 @@ impl LastUsed {
             let Ok(mut seen) = self.seen.lock() else {
                 return;
             };
-            if seen
-                .get(&key_id)
-                .is_some_and(|t| now.duration_since(*t).as_secs() < 60)
-            {
+            if seen.get(&key_id).is_some_and(|t| now.duration_since(*t).as_secs() < 60) {
                 return;
             }
             seen.insert(key_id, now);
@@ -200,15 +169,9 @@ impl LastUsed {
                 sea_orm::DatabaseBackend::Postgres => {
                     "UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $3)"
                 }
-                _ => {
-                    "UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)"
-                }
+                _ => "UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)",
             };
-            let stmt = Statement::from_sql_and_values(
-                backend,
-                sql,
-                [at.into(), key_id.into(), cutoff.into()],
-            );
+            let stmt = Statement::from_sql_and_values(backend, sql, [at.into(), key_id.into(), cutoff.into()]);
             if let Err(e) = db.execute(stmt).await {
                 tracing::warn!(error = %e, "could not record last_used_at");
             }

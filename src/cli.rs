@@ -18,11 +18,7 @@ use crate::{
 };
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "gymapi",
-    version,
-    about = "The gymapi service and its operators' tools"
-)]
+#[command(name = "gymapi", version, about = "The gymapi service and its operators' tools")]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -199,27 +195,18 @@ struct Failure {
 impl From<AccountError> for Failure {
     fn from(e: AccountError) -> Self {
         let bad_input = !matches!(e, AccountError::Db(_));
-        Self {
-            message: e.to_string(),
-            bad_input,
-        }
+        Self { message: e.to_string(), bad_input }
     }
 }
 
 impl From<anyhow::Error> for Failure {
     fn from(e: anyhow::Error) -> Self {
-        Self {
-            message: format!("{e:#}"),
-            bad_input: false,
-        }
+        Self { message: format!("{e:#}"), bad_input: false }
     }
 }
 
 fn bad_input(message: impl Into<String>) -> Failure {
-    Failure {
-        message: message.into(),
-        bad_input: true,
-    }
+    Failure { message: message.into(), bad_input: true }
 }
 
 pub async fn main() -> ExitCode {
@@ -243,18 +230,10 @@ pub async fn main() -> ExitCode {
 
 fn init_tracing(config: &Config, serving: bool) {
     use tracing_subscriber::{EnvFilter, fmt};
-    let default = if serving {
-        "info,sqlx=warn,sea_orm=warn"
-    } else {
-        "warn"
-    };
+    let default = if serving { "info,sqlx=warn,sea_orm=warn" } else { "warn" };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    let _ = if config.log_json {
-        builder.json().try_init()
-    } else {
-        builder.try_init()
-    };
+    let _ = if config.log_json { builder.json().try_init() } else { builder.try_init() };
 }
 
 async fn open(config: &Config) -> Result<DatabaseConnection, Failure> {
@@ -272,9 +251,7 @@ fn print(json_out: bool, value: serde_json::Value, human: impl FnOnce() -> Strin
 }
 
 fn opt_time(t: Option<DateTime<Utc>>) -> serde_json::Value {
-    t.map_or(serde_json::Value::Null, |t| {
-        json!(crate::pagination::rfc3339(t))
-    })
+    t.map_or(serde_json::Value::Null, |t| json!(crate::pagination::rfc3339(t)))
 }
 
 async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
@@ -304,22 +281,13 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
         Command::Demo { json } => {
             let db = open(&config).await?;
             let keys = demo::ensure(&db).await?;
-            print(json, keys.to_json(), || {
-                keys.banner(&format!("http://{}", config.bind))
-            });
+            print(json, keys.to_json(), || keys.banner(&format!("http://{}", config.bind)));
             Ok(())
         }
-        Command::Gym(GymCommand::Create {
-            name,
-            timezone,
-            no_api_access,
-            json,
-        }) => {
+        Command::Gym(GymCommand::Create { name, timezone, no_api_access, json }) => {
             let db = open(&config).await?;
             let gym = accounts::create_gym(&db, &name, &timezone, !no_api_access).await?;
-            print(json, json!({ "id": gym.id }), || {
-                format!("created gym {} ({})", gym.id, gym.name)
-            });
+            print(json, json!({ "id": gym.id }), || format!("created gym {} ({})", gym.id, gym.name));
             Ok(())
         }
         Command::Gym(GymCommand::Update(a)) => {
@@ -330,9 +298,7 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
                 Some(s) => Some(Some(
                     DateTime::parse_from_rfc3339(s)
                         .map_err(|_| {
-                            bad_input(format!(
-                                "--grace-ends-at must be an RFC 3339 time or `none`, got {s:?}"
-                            ))
+                            bad_input(format!("--grace-ends-at must be an RFC 3339 time or `none`, got {s:?}"))
                         })?
                         .with_timezone(&Utc),
                 )),
@@ -370,12 +336,7 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
             });
             Ok(())
         }
-        Command::Key(KeyCommand::Create {
-            gym,
-            env,
-            name,
-            json,
-        }) => {
+        Command::Key(KeyCommand::Create { gym, env, name, json }) => {
             let db = open(&config).await?;
             let env = match env {
                 EnvArg::Live => Environment::Live,
@@ -414,10 +375,7 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
                     "ID", "ENV", "PREFIX", "STATUS", "LAST USED"
                 );
                 for k in &keys {
-                    let last = k
-                        .last_used_at
-                        .map(crate::pagination::rfc3339)
-                        .unwrap_or_else(|| "never".into());
+                    let last = k.last_used_at.map(crate::pagination::rfc3339).unwrap_or_else(|| "never".into());
                     out.push_str(&format!(
                         "\n{:<36}  {:<5}  {:<14}  {:<18}  {:<20}  {}",
                         k.id,
@@ -434,8 +392,7 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
         }
         Command::Key(KeyCommand::Roll { key_id, json }) => {
             let db = open(&config).await?;
-            let r =
-                accounts::roll_key(&db, &Actor::Operator, key_id, config.key_roll_grace).await?;
+            let r = accounts::roll_key(&db, &Actor::Operator, key_id, config.key_roll_grace).await?;
             print(
                 json,
                 json!({ "id": r.new.model.id, "key": r.new.key, "retiring_id": r.retiring.id, "expires_at": opt_time(r.retiring.expires_at) }),
@@ -454,34 +411,23 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
         Command::Key(KeyCommand::Revoke { key_id, json }) => {
             let db = open(&config).await?;
             let k = accounts::revoke_key(&db, &Actor::Operator, key_id).await?;
-            print(
-                json,
-                json!({ "id": k.id, "revoked_at": opt_time(k.revoked_at) }),
-                || format!("revoked key {}", k.id),
-            );
+            print(json, json!({ "id": k.id, "revoked_at": opt_time(k.revoked_at) }), || {
+                format!("revoked key {}", k.id)
+            });
             Ok(())
         }
-        Command::User(UserCommand::Create {
-            gym,
-            email,
-            role,
-            grants,
-            json,
-        }) => {
+        Command::User(UserCommand::Create { gym, email, role, grants, json }) => {
             let grants = grants
                 .iter()
                 .map(|g| {
-                    Permission::parse(g).ok_or_else(|| {
-                        bad_input(format!("unknown permission {g:?} (known: settings.manage)"))
-                    })
+                    Permission::parse(g)
+                        .ok_or_else(|| bad_input(format!("unknown permission {g:?} (known: settings.manage)")))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             let mut password = String::new();
             std::io::stdin()
                 .read_to_string(&mut password)
-                .map_err(|e| {
-                    bad_input(format!("cannot read the password from standard input: {e}"))
-                })?;
+                .map_err(|e| bad_input(format!("cannot read the password from standard input: {e}")))?;
             let password = password.trim_end_matches(['\r', '\n']);
             let db = open(&config).await?;
             let role = match role {
@@ -489,11 +435,9 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
                 RoleArg::Employee => "employee",
             };
             let user = accounts::create_user(&db, gym, &email, role, &grants, password).await?;
-            print(
-                json,
-                json!({ "id": user.id, "email": user.email, "role": user.role }),
-                || format!("created user {} ({})", user.id, user.email),
-            );
+            print(json, json!({ "id": user.id, "email": user.email, "role": user.role }), || {
+                format!("created user {} ({})", user.id, user.email)
+            });
             Ok(())
         }
     }

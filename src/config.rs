@@ -57,10 +57,8 @@ fn var(name: &str) -> Option<String> {
 }
 
 fn parse_secs(name: &str, value: &str) -> anyhow::Result<Duration> {
-    let secs: u64 = value
-        .trim()
-        .parse()
-        .with_context(|| format!("{name} must be a whole number of seconds, got {value:?}"))?;
+    let secs: u64 =
+        value.trim().parse().with_context(|| format!("{name} must be a whole number of seconds, got {value:?}"))?;
     Ok(Duration::from_secs(secs))
 }
 
@@ -73,16 +71,16 @@ impl Config {
         }
         c.redis_url = var("REDIS_URL");
         if let Some(v) = var("GYMAPI_BIND") {
-            c.bind = v
-                .parse()
-                .with_context(|| format!("GYMAPI_BIND must be host:port, got {v:?}"))?;
+            c.bind = v.parse().with_context(|| format!("GYMAPI_BIND must be host:port, got {v:?}"))?;
         }
         c.public_url = var("GYMAPI_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_string());
         if let Some(v) = var("GYMAPI_RATE_LIMIT_PER_MINUTE") {
-            c.rate_limit_per_minute =
-                v.trim().parse().ok().filter(|n| *n >= 1).with_context(|| {
-                    format!("GYMAPI_RATE_LIMIT_PER_MINUTE must be a positive integer, got {v:?}")
-                })?;
+            c.rate_limit_per_minute = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n| *n >= 1)
+                .with_context(|| format!("GYMAPI_RATE_LIMIT_PER_MINUTE must be a positive integer, got {v:?}"))?;
         }
         if let Some(v) = var("GYMAPI_IDEMPOTENCY_TTL_SECS") {
             c.idempotency_ttl = parse_secs("GYMAPI_IDEMPOTENCY_TTL_SECS", &v)?;
@@ -94,10 +92,8 @@ impl Config {
             c.webhook_allow_private = matches!(v.trim(), "1" | "true" | "yes");
         }
         if let Some(v) = var("GYMAPI_WEBHOOK_RETRY_SCHEDULE") {
-            c.webhook_retry_schedule = v
-                .split(',')
-                .map(|s| parse_secs("GYMAPI_WEBHOOK_RETRY_SCHEDULE", s))
-                .collect::<anyhow::Result<_>>()?;
+            c.webhook_retry_schedule =
+                v.split(',').map(|s| parse_secs("GYMAPI_WEBHOOK_RETRY_SCHEDULE", s)).collect::<anyhow::Result<_>>()?;
             if c.webhook_retry_schedule.is_empty() {
                 bail!("GYMAPI_WEBHOOK_RETRY_SCHEDULE must list at least one delay");
             }

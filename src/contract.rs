@@ -88,16 +88,9 @@ impl Contract {
             .ok_or_else(|| anyhow!("openapi.yaml has no components.schemas"))?;
         let json_schemas = to_json_schema(schemas);
         let mut operations = Vec::new();
-        let paths = doc
-            .get("paths")
-            .and_then(Value::as_object)
-            .ok_or_else(|| anyhow!("openapi.yaml has no paths"))?;
+        let paths = doc.get("paths").and_then(Value::as_object).ok_or_else(|| anyhow!("openapi.yaml has no paths"))?;
         for (template, item) in paths {
-            let shared_params = item
-                .get("parameters")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
+            let shared_params = item.get("parameters").and_then(Value::as_array).cloned().unwrap_or_default();
             for method in ["get", "put", "post", "delete", "patch"] {
                 let Some(op) = item.get(method) else { continue };
                 let id = op
@@ -106,43 +99,26 @@ impl Contract {
                     .ok_or_else(|| anyhow!("{method} {template} has no operationId"))?
                     .to_string();
                 let mut params = Vec::new();
-                let op_params = op
-                    .get("parameters")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
+                let op_params = op.get("parameters").and_then(Value::as_array).cloned().unwrap_or_default();
                 for p in shared_params.iter().chain(op_params.iter()) {
                     let p = resolve(&doc, p)?;
-                    params.push(
-                        param_spec(&doc, p, &json_schemas)
-                            .with_context(|| format!("{id}: parameter"))?,
-                    );
+                    params.push(param_spec(&doc, p, &json_schemas).with_context(|| format!("{id}: parameter"))?);
                 }
                 let body = match op.pointer("/requestBody/content/application~1json/schema") {
-                    Some(schema) => Some(
-                        compile(schema, &json_schemas)
-                            .with_context(|| format!("{id}: request body"))?,
-                    ),
+                    Some(schema) => {
+                        Some(compile(schema, &json_schemas).with_context(|| format!("{id}: request body"))?)
+                    }
                     None => None,
                 };
                 operations.push(Operation {
                     id,
                     method: method.to_uppercase().parse().context("method")?,
                     template: template.clone(),
-                    idempotent: op
-                        .get("x-idempotent")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false),
+                    idempotent: op.get("x-idempotent").and_then(Value::as_bool).unwrap_or(false),
                     segments: template
                         .split('/')
                         .skip(1)
-                        .map(|s| {
-                            if s.starts_with('{') {
-                                Segment::Param
-                            } else {
-                                Segment::Literal(s.to_string())
-                            }
-                        })
+                        .map(|s| if s.starts_with('{') { Segment::Param } else { Segment::Literal(s.to_string()) })
                         .collect(),
                     params,
                     body,
@@ -168,25 +144,17 @@ impl Contract {
                 allowed.push(op.method.to_string());
             }
         }
-        if allowed.is_empty() {
-            RouteMatch::NotFound
-        } else {
-            RouteMatch::MethodNotAllowed(allowed)
-        }
+        if allowed.is_empty() { RouteMatch::NotFound } else { RouteMatch::MethodNotAllowed(allowed) }
     }
 }
 
 impl Operation {
     fn matches(&self, segments: &[&str]) -> bool {
         segments.len() == self.segments.len()
-            && self
-                .segments
-                .iter()
-                .zip(segments)
-                .all(|(s, actual)| match s {
-                    Segment::Literal(l) => l == actual,
-                    Segment::Param => !actual.is_empty(),
-                })
+            && self.segments.iter().zip(segments).all(|(s, actual)| match s {
+                Segment::Literal(l) => l == actual,
+                Segment::Param => !actual.is_empty(),
+            })
     }
 
     pub fn has_body(&self) -> bool {
@@ -198,10 +166,7 @@ impl Operation {
         let mut errors = FieldErrors::new();
         let mut query_values: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (k, v) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
-            query_values
-                .entry(k.into_owned())
-                .or_default()
-                .push(v.into_owned());
+            query_values.entry(k.into_owned()).or_default().push(v.into_owned());
         }
         for p in &self.params {
             let raw: Vec<String> = match p.location {
@@ -218,9 +183,7 @@ impl Operation {
                 _ => "parameter",
             };
             match raw.as_slice() {
-                [] if p.required => {
-                    errors.add(&p.name, format!("The {} {noun} is required.", p.name))
-                }
+                [] if p.required => errors.add(&p.name, format!("The {} {noun} is required.", p.name)),
                 [] => {}
                 [value] => match coerce(p.scalar, value) {
                     Some(v) => {
@@ -228,26 +191,16 @@ impl Operation {
                             errors.add(&p.name, describe(e.kind(), &p.name, noun));
                         }
                     }
-                    None => errors.add(
-                        &p.name,
-                        format!("The {} {noun} must be {}.", p.name, scalar_name(p.scalar)),
-                    ),
+                    None => errors.add(&p.name, format!("The {} {noun} must be {}.", p.name, scalar_name(p.scalar))),
                 },
-                _ => errors.add(
-                    &p.name,
-                    format!("The {} {noun} must be given once.", p.name),
-                ),
+                _ => errors.add(&p.name, format!("The {} {noun} must be given once.", p.name)),
             }
         }
         errors
     }
 
     /// A JSON body against the operation's schema: every problem, keyed by dotted path.
-    pub fn validate_body(
-        &self,
-        content_type: Option<&str>,
-        bytes: &[u8],
-    ) -> Result<Value, FieldErrors> {
+    pub fn validate_body(&self, content_type: Option<&str>, bytes: &[u8]) -> Result<Value, FieldErrors> {
         let mut errors = FieldErrors::new();
         let Some(validator) = &self.body else {
             return Ok(Value::Null);
@@ -258,30 +211,17 @@ impl Operation {
         }
         let is_json = content_type
             .map(|ct| {
-                let essence = ct
-                    .split(';')
-                    .next()
-                    .unwrap_or_default()
-                    .trim()
-                    .to_ascii_lowercase();
+                let essence = ct.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
                 essence == "application/json" || essence.ends_with("+json")
             })
             .unwrap_or(false);
         if !is_json {
-            errors.add(
-                "body",
-                "The request body must be sent with Content-Type: application/json.",
-            );
+            errors.add("body", "The request body must be sent with Content-Type: application/json.");
             return Err(errors);
         }
         if bytes.len() > MAX_BODY_BYTES {
-            errors.add(
-                "body",
-                format!(
-                    "The request body must not be larger than {} MiB.",
-                    MAX_BODY_BYTES / 1024 / 1024
-                ),
-            );
+            errors
+                .add("body", format!("The request body must not be larger than {} MiB.", MAX_BODY_BYTES / 1024 / 1024));
             return Err(errors);
         }
         let value: Value = match serde_json::from_slice(bytes) {
@@ -300,51 +240,27 @@ impl Operation {
                 }
                 ValidationErrorKind::AdditionalProperties { unexpected } => {
                     for name in unexpected {
-                        errors.add(
-                            join(&base, name),
-                            format!("The {name} field is not allowed."),
-                        );
+                        errors.add(join(&base, name), format!("The {name} field is not allowed."));
                     }
                 }
                 kind => {
-                    let field = if base.is_empty() {
-                        "body".to_string()
-                    } else {
-                        base.clone()
-                    };
-                    let label = base
-                        .rsplit('.')
-                        .next()
-                        .filter(|s| !s.is_empty())
-                        .unwrap_or("body");
+                    let field = if base.is_empty() { "body".to_string() } else { base.clone() };
+                    let label = base.rsplit('.').next().filter(|s| !s.is_empty()).unwrap_or("body");
                     errors.add(field, describe(kind, label, "field"));
                 }
             }
         }
-        if errors.is_empty() {
-            Ok(value)
-        } else {
-            Err(errors)
-        }
+        if errors.is_empty() { Ok(value) } else { Err(errors) }
     }
 }
 
 fn join(base: &str, name: &str) -> String {
-    if base.is_empty() {
-        name.to_string()
-    } else {
-        format!("{base}.{name}")
-    }
+    if base.is_empty() { name.to_string() } else { format!("{base}.{name}") }
 }
 
 /// `/rows/3/email` → `rows.3.email`.
 fn dotted(pointer: &str) -> String {
-    pointer
-        .split('/')
-        .skip(1)
-        .map(|s| s.replace("~1", "/").replace("~0", "~"))
-        .collect::<Vec<_>>()
-        .join(".")
+    pointer.split('/').skip(1).map(|s| s.replace("~1", "/").replace("~0", "~")).collect::<Vec<_>>().join(".")
 }
 
 fn scalar_name(s: Scalar) -> &'static str {
@@ -441,31 +357,22 @@ fn describe(kind: &ValidationErrorKind, name: &str, noun: &str) -> String {
 fn resolve<'a>(doc: &'a Value, v: &'a Value) -> anyhow::Result<&'a Value> {
     match v.get("$ref").and_then(Value::as_str) {
         Some(r) => {
-            let pointer = r
-                .strip_prefix('#')
-                .ok_or_else(|| anyhow!("only local $ref is supported: {r}"))?;
-            doc.pointer(pointer)
-                .ok_or_else(|| anyhow!("unresolved $ref {r}"))
+            let pointer = r.strip_prefix('#').ok_or_else(|| anyhow!("only local $ref is supported: {r}"))?;
+            doc.pointer(pointer).ok_or_else(|| anyhow!("unresolved $ref {r}"))
         }
         None => Ok(v),
     }
 }
 
 fn param_spec(doc: &Value, p: &Value, schemas: &Value) -> anyhow::Result<ParamSpec> {
-    let name = p
-        .get("name")
-        .and_then(Value::as_str)
-        .ok_or_else(|| anyhow!("parameter without name"))?
-        .to_string();
+    let name = p.get("name").and_then(Value::as_str).ok_or_else(|| anyhow!("parameter without name"))?.to_string();
     let location = match p.get("in").and_then(Value::as_str) {
         Some("query") => ParamLocation::Query,
         Some("path") => ParamLocation::Path,
         Some("header") => ParamLocation::Header,
         other => bail!("parameter {name}: unsupported location {other:?}"),
     };
-    let schema = p
-        .get("schema")
-        .ok_or_else(|| anyhow!("parameter {name} has no schema"))?;
+    let schema = p.get("schema").ok_or_else(|| anyhow!("parameter {name} has no schema"))?;
     let scalar = match resolve(doc, schema)?.get("type").and_then(Value::as_str) {
         Some("string") => Scalar::String,
         Some("integer") => Scalar::Integer,
@@ -508,12 +415,9 @@ pub fn to_json_schema(v: Value) -> Value {
                     // Property names and examples are data, not schemas; everything else recurses.
                     let v = if k == "properties" {
                         match v {
-                            Value::Object(props) => Value::Object(
-                                props
-                                    .into_iter()
-                                    .map(|(n, s)| (n, to_json_schema(s)))
-                                    .collect(),
-                            ),
+                            Value::Object(props) => {
+                                Value::Object(props.into_iter().map(|(n, s)| (n, to_json_schema(s))).collect())
+                            }
                             other => other,
                         }
                     } else if k == "enum" || k == "required" || k == "default" {
@@ -546,25 +450,13 @@ mod tests {
     #[test]
     fn embedded_document_parses_into_operations() {
         let c = Contract::parse(DOCUMENT).unwrap();
-        assert!(
-            c.operations()
-                .iter()
-                .any(|o| o.id == "createMember" && o.idempotent && o.has_body())
-        );
-        assert!(
-            matches!(c.route(&Method::GET, "/members/abc"), RouteMatch::Operation(o) if o.id == "getMember")
-        );
+        assert!(c.operations().iter().any(|o| o.id == "createMember" && o.idempotent && o.has_body()));
+        assert!(matches!(c.route(&Method::GET, "/members/abc"), RouteMatch::Operation(o) if o.id == "getMember"));
         assert!(
             matches!(c.route(&Method::DELETE, "/members"), RouteMatch::MethodNotAllowed(a) if a.contains(&"GET".to_string()))
         );
-        assert!(matches!(
-            c.route(&Method::GET, "/nothing"),
-            RouteMatch::NotFound
-        ));
-        assert!(matches!(
-            c.route(&Method::GET, "/members/"),
-            RouteMatch::NotFound
-        ));
+        assert!(matches!(c.route(&Method::GET, "/nothing"), RouteMatch::NotFound));
+        assert!(matches!(c.route(&Method::GET, "/members/"), RouteMatch::NotFound));
     }
 
     #[test]

@@ -23,11 +23,7 @@ pub async fn connect(url: &str) -> anyhow::Result<DatabaseConnection> {
         .min_connections(if memory { 1 } else { 0 })
         .connect_timeout(Duration::from_secs(5))
         .acquire_timeout(Duration::from_secs(10))
-        .idle_timeout(if memory {
-            Duration::from_secs(u32::MAX as u64)
-        } else {
-            Duration::from_secs(300)
-        })
+        .idle_timeout(if memory { Duration::from_secs(u32::MAX as u64) } else { Duration::from_secs(300) })
         .sqlx_logging(false);
     if memory {
         options.max_lifetime(Duration::from_secs(u32::MAX as u64));
@@ -44,9 +40,7 @@ pub async fn connect(url: &str) -> anyhow::Result<DatabaseConnection> {
             "PRAGMA synchronous = NORMAL",
             "PRAGMA foreign_keys = ON",
         ] {
-            db.execute_unprepared(pragma)
-                .await
-                .with_context(|| pragma.to_string())?;
+            db.execute_unprepared(pragma).await.with_context(|| pragma.to_string())?;
         }
     }
     Ok(db)

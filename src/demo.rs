@@ -4,14 +4,11 @@
 
 use chrono::{Duration, Utc};
 use entity::{
-    api_key, attendance, facility, gym, member, member_membership, membership_plan, product,
-    purchase, subscription_plan,
+    api_key, attendance, facility, gym, member, member_membership, membership_plan, product, purchase,
+    subscription_plan,
 };
 use rand::{Rng, SeedableRng, rngs::StdRng, seq::SliceRandom};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set,
-    TransactionTrait,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set, TransactionTrait};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -74,28 +71,9 @@ pub async fn ensure(db: &DatabaseConnection) -> anyhow::Result<DemoKeys> {
     for k in old {
         accounts::revoke_key(db, &Actor::Operator, k.id).await?;
     }
-    let live = accounts::create_key(
-        db,
-        &Actor::Operator,
-        gym.id,
-        Environment::Live,
-        LIVE_KEY_NAME,
-    )
-    .await?;
-    let test = accounts::create_key(
-        db,
-        &Actor::Operator,
-        gym.id,
-        Environment::Test,
-        TEST_KEY_NAME,
-    )
-    .await?;
-    Ok(DemoKeys {
-        gym_id: gym.id,
-        sandbox_id: sandbox.id,
-        live_key: live.key,
-        test_key: test.key,
-    })
+    let live = accounts::create_key(db, &Actor::Operator, gym.id, Environment::Live, LIVE_KEY_NAME).await?;
+    let test = accounts::create_key(db, &Actor::Operator, gym.id, Environment::Test, TEST_KEY_NAME).await?;
+    Ok(DemoKeys { gym_id: gym.id, sandbox_id: sandbox.id, live_key: live.key, test_key: test.key })
 }
 
 const FIRST: &[&str] = &[
@@ -149,9 +127,8 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(7);
     let at = now();
     let txn = db.begin().await?;
-    let main_facility = accounts::first_facility(&txn, gym_id)
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("demo gym has no facility"))?;
+    let main_facility =
+        accounts::first_facility(&txn, gym_id).await?.ok_or_else(|| anyhow::anyhow!("demo gym has no facility"))?;
     let second = facility::ActiveModel {
         id: Set(new_id()),
         gym_id: Set(gym_id),
@@ -162,9 +139,7 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
     .insert(&txn)
     .await?;
     let facilities = [main_facility.id, second.id];
-    let ago = |days: i64, rng: &mut StdRng| {
-        at - Duration::days(days) - Duration::seconds(rng.gen_range(0..86_400))
-    };
+    let ago = |days: i64, rng: &mut StdRng| at - Duration::days(days) - Duration::seconds(rng.gen_range(0..86_400));
 
     let plans: Vec<membership_plan::ActiveModel> = [
         ("10-visit card", 9900, Some(90), Some(10)),
@@ -198,9 +173,7 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
             _ => None,
         })
         .collect();
-    membership_plan::Entity::insert_many(plans)
-        .exec(&txn)
-        .await?;
+    membership_plan::Entity::insert_many(plans).exec(&txn).await?;
     let subs: Vec<subscription_plan::ActiveModel> = [
         ("Monthly unlimited", 4900, "month", 1),
         ("Off-peak monthly", 2900, "month", 1),
@@ -225,9 +198,7 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
         }
     })
     .collect();
-    subscription_plan::Entity::insert_many(subs)
-        .exec(&txn)
-        .await?;
+    subscription_plan::Entity::insert_many(subs).exec(&txn).await?;
 
     let mut members = Vec::new();
     let mut member_ids: Vec<(Uuid, chrono::DateTime<Utc>)> = Vec::new();
@@ -235,12 +206,8 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
         let first = *FIRST.choose(&mut rng).unwrap_or(&"Alex");
         let last = *LAST.choose(&mut rng).unwrap_or(&"Smith");
         let created = ago(rng.gen_range(1..365), &mut rng);
-        let email = format!(
-            "{}.{}{}@example.com",
-            first.to_lowercase(),
-            last.to_lowercase().replace(['ü', ' '], "u"),
-            i
-        );
+        let email =
+            format!("{}.{}{}@example.com", first.to_lowercase(), last.to_lowercase().replace(['ü', ' '], "u"), i);
         let id = new_id();
         member_ids.push((id, created));
         members.push(member::ActiveModel {
@@ -270,19 +237,14 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
     }
 
     // Check-ins first, so members carry their visit counts.
-    let mut visits: std::collections::HashMap<Uuid, (i64, chrono::DateTime<Utc>)> =
-        std::collections::HashMap::new();
+    let mut visits: std::collections::HashMap<Uuid, (i64, chrono::DateTime<Utc>)> = std::collections::HashMap::new();
     let mut entries = Vec::new();
     for _ in 0..2000 {
         let (mid, joined) = member_ids[rng.gen_range(0..member_ids.len())];
         let span = (at - joined).num_seconds().max(1);
         let t = joined + Duration::seconds(rng.gen_range(0..span));
         let granted = rng.gen_bool(0.95);
-        let kind = if rng.gen_bool(0.7) {
-            "check_in"
-        } else {
-            "access"
-        };
+        let kind = if rng.gen_bool(0.7) { "check_in" } else { "access" };
         if granted && kind == "check_in" {
             let v = visits.entry(mid).or_insert((0, t));
             v.0 += 1;
@@ -308,25 +270,17 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
         }
     }
     for chunk in members.chunks(200) {
-        member::Entity::insert_many(chunk.to_vec())
-            .exec(&txn)
-            .await?;
+        member::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
     }
     for chunk in entries.chunks(200) {
-        attendance::Entity::insert_many(chunk.to_vec())
-            .exec(&txn)
-            .await?;
+        attendance::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
     }
 
     let mut holdings = Vec::new();
     for (i, (mid, joined)) in member_ids.iter().enumerate().take(260) {
         let start = joined.date_naive();
         let plan = plan_ids[i % plan_ids.len()];
-        let ends = if i % 4 == 0 {
-            None
-        } else {
-            Some(start + Duration::days(rng.gen_range(30..400)))
-        };
+        let ends = if i % 4 == 0 { None } else { Some(start + Duration::days(rng.gen_range(30..400))) };
         holdings.push(member_membership::ActiveModel {
             id: Set(new_id()),
             gym_id: Set(gym_id),
@@ -341,9 +295,7 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
         });
     }
     for chunk in holdings.chunks(200) {
-        member_membership::Entity::insert_many(chunk.to_vec())
-            .exec(&txn)
-            .await?;
+        member_membership::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
     }
 
     let catalogue = [
@@ -386,11 +338,7 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
         let (pid, name, price) = product_rows[rng.gen_range(0..product_rows.len())];
         let qty = rng.gen_range(1..4);
         let walk_in = i % 7 == 0;
-        let member = if walk_in {
-            None
-        } else {
-            Some(member_ids[rng.gen_range(0..member_ids.len())].0)
-        };
+        let member = if walk_in { None } else { Some(member_ids[rng.gen_range(0..member_ids.len())].0) };
         let t = ago(rng.gen_range(0..120), &mut rng).min(at);
         let status = match rng.gen_range(0..20) {
             0 => "failed",
@@ -415,9 +363,7 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
         });
     }
     for chunk in sales.chunks(200) {
-        purchase::Entity::insert_many(chunk.to_vec())
-            .exec(&txn)
-            .await?;
+        purchase::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
     }
     txn.commit().await?;
     Ok(())

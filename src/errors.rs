@@ -34,23 +34,13 @@ impl FieldErrors {
 
     /// `Ok(())` when there is nothing to report, else the 422 error.
     pub fn into_result(self) -> Result<(), ApiError> {
-        if self.is_empty() {
-            Ok(())
-        } else {
-            Err(ApiError::Validation(self))
-        }
+        if self.is_empty() { Ok(()) } else { Err(ApiError::Validation(self)) }
     }
 
     /// Laravel's summary: the first problem, and how many more there are.
     pub fn summary(&self) -> String {
         let total: usize = self.0.values().map(Vec::len).sum();
-        let first = self
-            .0
-            .values()
-            .flatten()
-            .next()
-            .cloned()
-            .unwrap_or_else(|| "The given data was invalid.".into());
+        let first = self.0.values().flatten().next().cloned().unwrap_or_else(|| "The given data was invalid.".into());
         match total {
             0 | 1 => first,
             2 => format!("{first} (and 1 more error)"),
@@ -70,11 +60,7 @@ pub enum ApiError {
     #[error("not found: {0}")]
     NotFound(String),
     #[error("method not allowed")]
-    MethodNotAllowed {
-        method: String,
-        path: String,
-        allow: Vec<String>,
-    },
+    MethodNotAllowed { method: String, path: String, allow: Vec<String> },
     #[error("idempotency conflict")]
     IdempotencyConflict,
     #[error("validation failed")]
@@ -131,17 +117,13 @@ impl ApiError {
             Self::MethodNotAllowed { method, path, .. } => {
                 format!("{method} is not allowed on {path}.")
             }
-            Self::IdempotencyConflict => {
-                "A request with this Idempotency-Key is still in progress.".into()
-            }
+            Self::IdempotencyConflict => "A request with this Idempotency-Key is still in progress.".into(),
             Self::Validation(errors) => errors.summary(),
             Self::RateLimited { retry_after_secs } => {
                 format!("Too many requests. Retry after {retry_after_secs} seconds.")
             }
             Self::NotImplemented => "This operation is not available on this server yet.".into(),
-            Self::Internal(_) => {
-                "Something went wrong on our side. Quote the X-Request-Id when reporting it.".into()
-            }
+            Self::Internal(_) => "Something went wrong on our side. Quote the X-Request-Id when reporting it.".into(),
         }
     }
 }
@@ -180,9 +162,7 @@ impl ResponseError for ApiError {
         let mut response = json_response(self.status(), &body);
         match self {
             Self::RateLimited { retry_after_secs } => {
-                response
-                    .headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
+                response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
             }
             Self::MethodNotAllowed { allow, .. } => {
                 if let Ok(v) = HeaderValue::from_str(&allow.join(", ")) {
@@ -198,11 +178,7 @@ impl ResponseError for ApiError {
 /// A JSON response with the given status.
 pub fn json_response(status: StatusCode, body: &serde_json::Value) -> Response {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
-    Response::builder()
-        .status(status)
-        .content_type("application/json; charset=utf-8")
-        .body(bytes)
-        .into_response()
+    Response::builder().status(status).content_type("application/json; charset=utf-8").body(bytes).into_response()
 }
 
 /// poem-openapi's own parse failures (a backstop: the contract middleware validates every request
@@ -210,19 +186,13 @@ pub fn json_response(status: StatusCode, body: &serde_json::Value) -> Response {
 pub fn validation_error_from_parse(err: &poem::Error) -> crate::api::generated::ValidationError {
     let mut errors = FieldErrors::new();
     if let Some(e) = err.downcast_ref::<poem_openapi::error::ParseParamError>() {
-        errors.add(
-            e.name.to_string(),
-            format!("The {} parameter is invalid: {}", e.name, e.reason),
-        );
+        errors.add(e.name.to_string(), format!("The {} parameter is invalid: {}", e.name, e.reason));
     } else if let Some(e) = err.downcast_ref::<poem_openapi::error::ParseRequestPayloadError>() {
         errors.add("body", format!("The request body is invalid: {}", e.reason));
     } else {
         errors.add("request", err.to_string());
     }
-    crate::api::generated::ValidationError {
-        message: errors.summary(),
-        errors: errors.0,
-    }
+    crate::api::generated::ValidationError { message: errors.summary(), errors: errors.0 }
 }
 
 /// Any error that reached the edge of the app, as JSON: ours keep their shape; the framework's
@@ -234,16 +204,12 @@ pub fn to_json_error(err: poem::Error) -> Response {
     let status = err.status();
     let (kind, message) = match status {
         StatusCode::NOT_FOUND => ("not_found", "No such path.".to_string()),
-        StatusCode::METHOD_NOT_ALLOWED => (
-            "method_not_allowed",
-            "Method not allowed on this path.".to_string(),
-        ),
+        StatusCode::METHOD_NOT_ALLOWED => ("method_not_allowed", "Method not allowed on this path.".to_string()),
         s if s.is_server_error() => {
             tracing::error!(error = %err, "unhandled error");
             (
                 "internal_error",
-                "Something went wrong on our side. Quote the X-Request-Id when reporting it."
-                    .to_string(),
+                "Something went wrong on our side. Quote the X-Request-Id when reporting it.".to_string(),
             )
         }
         _ => {
@@ -252,8 +218,5 @@ pub fn to_json_error(err: poem::Error) -> Response {
             return ApiError::Validation(errors).as_response();
         }
     };
-    json_response(
-        status,
-        &json!({ "error": { "type": kind, "message": message } }),
-    )
+    json_response(status, &json!({ "error": { "type": kind, "message": message } }))
 }

@@ -6,8 +6,7 @@
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    QuerySelect, Select,
+    ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Select,
 };
 
 use crate::{context::RequestContext, errors::ApiError};
@@ -26,12 +25,7 @@ pub struct Page {
 }
 
 impl Page {
-    pub fn new(
-        ctx: &RequestContext,
-        page: i64,
-        per_page: i64,
-        as_of: Option<DateTime<Utc>>,
-    ) -> Self {
+    pub fn new(ctx: &RequestContext, page: i64, per_page: i64, as_of: Option<DateTime<Utc>>) -> Self {
         Self {
             page,
             per_page,
@@ -68,14 +62,7 @@ impl Page {
     /// Positions (from 1) of the first and last record of this page, `None` when it is empty.
     pub fn range(&self) -> (Option<i64>, Option<i64>) {
         let first = self.offset() as i64 + 1;
-        if first > self.total {
-            (None, None)
-        } else {
-            (
-                Some(first),
-                Some((first + self.per_page - 1).min(self.total)),
-            )
-        }
+        if first > self.total { (None, None) } else { (Some(first), Some((first + self.per_page - 1).min(self.total))) }
     }
 
     pub fn link(&self, page: i64) -> String {
@@ -83,10 +70,7 @@ impl Page {
         for (k, v) in &self.filters {
             q.append_pair(k, v);
         }
-        q.append_pair(
-            "as_of",
-            &self.as_of.to_rfc3339_opts(SecondsFormat::Micros, true),
-        );
+        q.append_pair("as_of", &self.as_of.to_rfc3339_opts(SecondsFormat::Micros, true));
         q.append_pair("page", &page.to_string());
         q.append_pair("per_page", &self.per_page.to_string());
         format!("{}?{}", self.url, q.finish())

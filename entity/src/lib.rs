@@ -19,12 +19,11 @@ pub mod webhook_event;
 
 pub mod prelude {
     pub use super::{
-        api_key::Entity as ApiKey, attendance::Entity as Attendance, facility::Entity as Facility,
-        gym::Entity as Gym, import_counter::Entity as ImportCounter, member::Entity as Member,
+        api_key::Entity as ApiKey, attendance::Entity as Attendance, facility::Entity as Facility, gym::Entity as Gym,
+        import_counter::Entity as ImportCounter, member::Entity as Member,
         member_membership::Entity as MemberMembership, membership_plan::Entity as MembershipPlan,
-        product::Entity as Product, purchase::Entity as Purchase,
-        subscription_plan::Entity as SubscriptionPlan, user::Entity as User,
-        webhook_delivery::Entity as WebhookDelivery, webhook_endpoint::Entity as WebhookEndpoint,
+        product::Entity as Product, purchase::Entity as Purchase, subscription_plan::Entity as SubscriptionPlan,
+        user::Entity as User, webhook_delivery::Entity as WebhookDelivery, webhook_endpoint::Entity as WebhookEndpoint,
         webhook_event::Entity as WebhookEvent,
     };
 }

@@ -16,11 +16,7 @@ fn a(name: &str) -> Alias {
     Alias::new(name)
 }
 fn id() -> ColumnDef {
-    ColumnDef::new(a("id"))
-        .uuid()
-        .not_null()
-        .primary_key()
-        .to_owned()
+    ColumnDef::new(a("id")).uuid().not_null().primary_key().to_owned()
 }
 fn uuid(name: &str) -> ColumnDef {
     ColumnDef::new(a(name)).uuid().not_null().to_owned()
@@ -53,16 +49,10 @@ fn int_null(name: &str) -> ColumnDef {
     ColumnDef::new(a(name)).integer().null().to_owned()
 }
 fn ts(name: &str) -> ColumnDef {
-    ColumnDef::new(a(name))
-        .timestamp_with_time_zone()
-        .not_null()
-        .to_owned()
+    ColumnDef::new(a(name)).timestamp_with_time_zone().not_null().to_owned()
 }
 fn ts_null(name: &str) -> ColumnDef {
-    ColumnDef::new(a(name))
-        .timestamp_with_time_zone()
-        .null()
-        .to_owned()
+    ColumnDef::new(a(name)).timestamp_with_time_zone().null().to_owned()
 }
 fn date(name: &str) -> ColumnDef {
     ColumnDef::new(a(name)).date().not_null().to_owned()
@@ -73,11 +63,7 @@ fn date_null(name: &str) -> ColumnDef {
 
 /// `table.column` references `to.id`.
 fn fk(table: &str, column: &str, to: &str) -> ForeignKeyCreateStatement {
-    ForeignKey::create()
-        .name(format!("fk_{table}_{column}"))
-        .from(a(table), a(column))
-        .to(a(to), a("id"))
-        .to_owned()
+    ForeignKey::create().name(format!("fk_{table}_{column}")).from(a(table), a(column)).to(a(to), a("id")).to_owned()
 }
 
 fn index(table: &str, name: &str, columns: &[&str], unique: bool) -> IndexCreateStatement {
@@ -130,20 +116,9 @@ fn tables() -> Vec<TableSpec> {
         },
         TableSpec {
             name: "facilities",
-            columns: vec![
-                id(),
-                uuid("gym_id"),
-                string("name"),
-                ts("created_at"),
-                ts("updated_at"),
-            ],
+            columns: vec![id(), uuid("gym_id"), string("name"), ts("created_at"), ts("updated_at")],
             foreign_keys: vec![gym_fk("facilities")],
-            indexes: vec![index(
-                "facilities",
-                "gym_created",
-                &["gym_id", "created_at", "id"],
-                false,
-            )],
+            indexes: vec![index("facilities", "gym_created", &["gym_id", "created_at", "id"], false)],
             primary_key: None,
         },
         TableSpec {
@@ -209,24 +184,11 @@ fn tables() -> Vec<TableSpec> {
                 ts("created_at"),
                 ts("updated_at"),
             ],
-            foreign_keys: vec![
-                gym_fk("members"),
-                fk("members", "facility_id", "facilities"),
-            ],
+            foreign_keys: vec![gym_fk("members"), fk("members", "facility_id", "facilities")],
             indexes: {
                 let mut ix = record_indexes("members");
-                ix.push(index(
-                    "members",
-                    "gym_status_created",
-                    &["gym_id", "status", "created_at", "id"],
-                    false,
-                ));
-                ix.push(index(
-                    "members",
-                    "gym_email",
-                    &["gym_id", "email_normalized"],
-                    true,
-                ));
+                ix.push(index("members", "gym_status_created", &["gym_id", "status", "created_at", "id"], false));
+                ix.push(index("members", "gym_email", &["gym_id", "email_normalized"], true));
                 ix
             },
             primary_key: None,
@@ -287,24 +249,9 @@ fn tables() -> Vec<TableSpec> {
             ],
             foreign_keys: vec![gym_fk("member_memberships")],
             indexes: vec![
-                index(
-                    "member_memberships",
-                    "gym_period",
-                    &["gym_id", "starts_on", "ends_on"],
-                    false,
-                ),
-                index(
-                    "member_memberships",
-                    "gym_member",
-                    &["gym_id", "member_id"],
-                    false,
-                ),
-                index(
-                    "member_memberships",
-                    "gym_legacy",
-                    &["gym_id", "legacy_id"],
-                    true,
-                ),
+                index("member_memberships", "gym_period", &["gym_id", "starts_on", "ends_on"], false),
+                index("member_memberships", "gym_member", &["gym_id", "member_id"], false),
+                index("member_memberships", "gym_legacy", &["gym_id", "legacy_id"], true),
             ],
             primary_key: None,
         },
@@ -324,31 +271,11 @@ fn tables() -> Vec<TableSpec> {
             ],
             foreign_keys: vec![gym_fk("attendance")],
             indexes: vec![
-                index(
-                    "attendance",
-                    "gym_occurred",
-                    &["gym_id", "occurred_at", "id"],
-                    false,
-                ),
-                index(
-                    "attendance",
-                    "gym_member_occurred",
-                    &["gym_id", "member_id", "occurred_at"],
-                    false,
-                ),
-                index(
-                    "attendance",
-                    "gym_updated",
-                    &["gym_id", "updated_at"],
-                    false,
-                ),
+                index("attendance", "gym_occurred", &["gym_id", "occurred_at", "id"], false),
+                index("attendance", "gym_member_occurred", &["gym_id", "member_id", "occurred_at"], false),
+                index("attendance", "gym_updated", &["gym_id", "updated_at"], false),
                 // Check-ins and door events come from different legacy tables: separate id spaces.
-                index(
-                    "attendance",
-                    "gym_kind_legacy",
-                    &["gym_id", "kind", "legacy_id"],
-                    true,
-                ),
+                index("attendance", "gym_kind_legacy", &["gym_id", "kind", "legacy_id"], true),
             ],
             primary_key: None,
         },
@@ -370,12 +297,7 @@ fn tables() -> Vec<TableSpec> {
             foreign_keys: vec![gym_fk("products")],
             indexes: {
                 let mut ix = record_indexes("products");
-                ix.push(index(
-                    "products",
-                    "gym_status_created",
-                    &["gym_id", "status", "created_at", "id"],
-                    false,
-                ));
+                ix.push(index("products", "gym_status_created", &["gym_id", "status", "created_at", "id"], false));
                 ix
             },
             primary_key: None,
@@ -399,24 +321,9 @@ fn tables() -> Vec<TableSpec> {
             ],
             foreign_keys: vec![gym_fk("purchases")],
             indexes: vec![
-                index(
-                    "purchases",
-                    "gym_purchased",
-                    &["gym_id", "purchased_at", "id"],
-                    false,
-                ),
-                index(
-                    "purchases",
-                    "gym_member_purchased",
-                    &["gym_id", "member_id", "purchased_at"],
-                    false,
-                ),
-                index(
-                    "purchases",
-                    "gym_payment_purchased",
-                    &["gym_id", "payment_status", "purchased_at"],
-                    false,
-                ),
+                index("purchases", "gym_purchased", &["gym_id", "purchased_at", "id"], false),
+                index("purchases", "gym_member_purchased", &["gym_id", "member_id", "purchased_at"], false),
+                index("purchases", "gym_payment_purchased", &["gym_id", "payment_status", "purchased_at"], false),
                 index("purchases", "gym_updated", &["gym_id", "updated_at"], false),
                 index("purchases", "gym_legacy", &["gym_id", "legacy_id"], true),
             ],
@@ -437,30 +344,14 @@ fn tables() -> Vec<TableSpec> {
                 ts("updated_at"),
             ],
             foreign_keys: vec![gym_fk("webhook_endpoints")],
-            indexes: vec![index(
-                "webhook_endpoints",
-                "gym",
-                &["gym_id", "created_at"],
-                false,
-            )],
+            indexes: vec![index("webhook_endpoints", "gym", &["gym_id", "created_at"], false)],
             primary_key: None,
         },
         TableSpec {
             name: "webhook_events",
-            columns: vec![
-                id(),
-                uuid("gym_id"),
-                string("event_type"),
-                text("payload"),
-                ts("created_at"),
-            ],
+            columns: vec![id(), uuid("gym_id"), string("event_type"), text("payload"), ts("created_at")],
             foreign_keys: vec![gym_fk("webhook_events")],
-            indexes: vec![index(
-                "webhook_events",
-                "gym_created",
-                &["gym_id", "created_at"],
-                false,
-            )],
+            indexes: vec![index("webhook_events", "gym_created", &["gym_id", "created_at"], false)],
             primary_key: None,
         },
         TableSpec {
@@ -483,19 +374,9 @@ fn tables() -> Vec<TableSpec> {
                 fk("webhook_deliveries", "endpoint_id", "webhook_endpoints"),
             ],
             indexes: vec![
-                index(
-                    "webhook_deliveries",
-                    "gym_created",
-                    &["gym_id", "created_at", "id"],
-                    false,
-                ),
+                index("webhook_deliveries", "gym_created", &["gym_id", "created_at", "id"], false),
                 // The dispatcher's queue: due deliveries across gyms.
-                index(
-                    "webhook_deliveries",
-                    "due",
-                    &["status", "next_attempt_at"],
-                    false,
-                ),
+                index("webhook_deliveries", "due", &["status", "next_attempt_at"], false),
             ],
             primary_key: None,
         },
@@ -545,9 +426,7 @@ impl MigrationTrait for Migration {
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         for spec in tables().into_iter().rev() {
-            manager
-                .drop_table(Table::drop().table(a(spec.name)).if_exists().to_owned())
-                .await?;
+            manager.drop_table(Table::drop().table(a(spec.name)).if_exists().to_owned()).await?;
         }
         Ok(())
     }

@@ -43,40 +43,27 @@ fn parse_bound(value: &str, tz: Tz, bound: Bound) -> Option<(DateTime<Utc>, bool
     if let Ok(t) = DateTime::parse_from_rfc3339(value) {
         return Some((t.with_timezone(&Utc), false));
     }
-    let date = NaiveDate::parse_from_str(value, "%Y-%m-%d")
-        .ok()
-        .filter(|_| value.len() == 10)?;
+    let date = NaiveDate::parse_from_str(value, "%Y-%m-%d").ok().filter(|_| value.len() == 10)?;
     let day = match bound {
         Bound::Start => date,
         Bound::End => date.succ_opt()?,
     };
     let midnight = day.and_hms_opt(0, 0, 0)?;
     // The earliest instant of that local midnight (a DST gap moves it forward).
-    let local = tz.from_local_datetime(&midnight).earliest().or_else(|| {
-        tz.from_local_datetime(&(midnight + chrono::Duration::hours(1)))
-            .earliest()
-    })?;
+    let local = tz
+        .from_local_datetime(&midnight)
+        .earliest()
+        .or_else(|| tz.from_local_datetime(&(midnight + chrono::Duration::hours(1))).earliest())?;
     Some((local.with_timezone(&Utc), matches!(bound, Bound::End)))
 }
 
-async fn list(
-    h: &Handlers,
-    ctx: &RequestContext,
-    p: ListAttendanceParams,
-) -> Result<AttendanceList, ApiError> {
+async fn list(h: &Handlers, ctx: &RequestContext, p: ListAttendanceParams) -> Result<AttendanceList, ApiError> {
     use attendance::{Column, Entity};
     let tz: Tz = ctx.tenant.timezone.parse().unwrap_or(Tz::UTC);
     let mut errors = FieldErrors::new();
-    let message = |name: &str| {
-        format!("The {name} parameter must be a date (YYYY-MM-DD) or an RFC 3339 date-time.")
-    };
-    let from = p
-        .from
-        .as_deref()
-        .map(|v| parse_bound(v, tz, Bound::Start).ok_or(()));
-    let to =
-        p.to.as_deref()
-            .map(|v| parse_bound(v, tz, Bound::End).ok_or(()));
+    let message = |name: &str| format!("The {name} parameter must be a date (YYYY-MM-DD) or an RFC 3339 date-time.");
+    let from = p.from.as_deref().map(|v| parse_bound(v, tz, Bound::Start).ok_or(()));
+    let to = p.to.as_deref().map(|v| parse_bound(v, tz, Bound::End).ok_or(()));
     if matches!(from, Some(Err(()))) {
         errors.add("from", message("from"));
     }
@@ -109,20 +96,8 @@ async fn list(
     if let Some(t) = p.updated_since {
         select = select.filter(Column::UpdatedAt.gte(t));
     }
-    let rows = page
-        .fetch(
-            h.db(),
-            select,
-            Column::CreatedAt,
-            Column::OccurredAt,
-            Column::Id,
-        )
-        .await?;
-    Ok(AttendanceList {
-        data: rows.into_iter().map(entry).collect(),
-        links: links(&page),
-        meta: meta(&page),
-    })
+    let rows = page.fetch(h.db(), select, Column::CreatedAt, Column::OccurredAt, Column::Id).await?;
+    Ok(AttendanceList { data: rows.into_iter().map(entry).collect(), links: links(&page), meta: meta(&page) })
 }
 
 impl AttendanceApi for Handlers {

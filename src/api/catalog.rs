@@ -34,8 +34,7 @@ fn subscription_plan(m: subscription_plan::Model) -> SubscriptionPlan {
         name: m.name,
         description: m.description.into(),
         price: money(m.price_amount, &m.currency),
-        billing_interval: BillingInterval::parse(&m.billing_interval)
-            .unwrap_or(BillingInterval::Month),
+        billing_interval: BillingInterval::parse(&m.billing_interval).unwrap_or(BillingInterval::Month),
         billing_interval_count: m.billing_interval_count,
         status: PlanStatus::parse(&m.status).unwrap_or(PlanStatus::Active),
         legacy_id: m.legacy_id.into(),
@@ -89,15 +88,7 @@ impl MembershipsApi for Handlers {
         if let Some(t) = p.updated_since {
             select = select.filter(Column::UpdatedAt.gte(t));
         }
-        let rows = page
-            .fetch(
-                self.db(),
-                select,
-                Column::CreatedAt,
-                Column::CreatedAt,
-                Column::Id,
-            )
-            .await?;
+        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id).await?;
         Ok(ListMembershipPlansResponse::Ok(Json(MembershipPlanList {
             data: rows.into_iter().map(membership_plan).collect(),
             links: links(&page),
@@ -134,22 +125,12 @@ impl SubscriptionsApi for Handlers {
         if let Some(t) = p.updated_since {
             select = select.filter(Column::UpdatedAt.gte(t));
         }
-        let rows = page
-            .fetch(
-                self.db(),
-                select,
-                Column::CreatedAt,
-                Column::CreatedAt,
-                Column::Id,
-            )
-            .await?;
-        Ok(ListSubscriptionPlansResponse::Ok(Json(
-            SubscriptionPlanList {
-                data: rows.into_iter().map(subscription_plan).collect(),
-                links: links(&page),
-                meta: meta(&page),
-            },
-        )))
+        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id).await?;
+        Ok(ListSubscriptionPlansResponse::Ok(Json(SubscriptionPlanList {
+            data: rows.into_iter().map(subscription_plan).collect(),
+            links: links(&page),
+            meta: meta(&page),
+        })))
     }
 
     async fn get_subscription_plan(
@@ -185,15 +166,7 @@ impl ProductsApi for Handlers {
         if let Some(t) = p.updated_since {
             select = select.filter(Column::UpdatedAt.gte(t));
         }
-        let rows = page
-            .fetch(
-                self.db(),
-                select,
-                Column::CreatedAt,
-                Column::CreatedAt,
-                Column::Id,
-            )
-            .await?;
+        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id).await?;
         Ok(ListProductsResponse::Ok(Json(ProductList {
             data: rows.into_iter().map(product).collect(),
             links: links(&page),
@@ -201,11 +174,7 @@ impl ProductsApi for Handlers {
         })))
     }
 
-    async fn get_product(
-        &self,
-        ctx: &RequestContext,
-        p: GetProductParams,
-    ) -> Result<GetProductResponse, ApiError> {
+    async fn get_product(&self, ctx: &RequestContext, p: GetProductParams) -> Result<GetProductResponse, ApiError> {
         use product::{Column, Entity};
         let kind = "product";
         let m = Entity::find_by_id(parse_id(kind, &p.id)?)
@@ -226,10 +195,7 @@ impl PurchasesApi for Handlers {
         use purchase::{Column, Entity};
         let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
         page.filter("member_id", p.member_id.map(|id| id.to_string()));
-        page.filter(
-            "payment_status",
-            p.payment_status.map(|s| s.as_str().to_string()),
-        );
+        page.filter("payment_status", p.payment_status.map(|s| s.as_str().to_string()));
         page.filter("updated_since", p.updated_since.map(rfc3339));
         let mut select = Entity::find().filter(Column::GymId.eq(ctx.tenant.gym_id));
         if let Some(id) = p.member_id {
@@ -241,15 +207,7 @@ impl PurchasesApi for Handlers {
         if let Some(t) = p.updated_since {
             select = select.filter(Column::UpdatedAt.gte(t));
         }
-        let rows = page
-            .fetch(
-                self.db(),
-                select,
-                Column::CreatedAt,
-                Column::PurchasedAt,
-                Column::Id,
-            )
-            .await?;
+        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::PurchasedAt, Column::Id).await?;
         Ok(ListPurchasesResponse::Ok(Json(PurchaseList {
             data: rows.into_iter().map(purchase).collect(),
             links: links(&page),
@@ -257,11 +215,7 @@ impl PurchasesApi for Handlers {
         })))
     }
 
-    async fn get_purchase(
-        &self,
-        ctx: &RequestContext,
-        p: GetPurchaseParams,
-    ) -> Result<GetPurchaseResponse, ApiError> {
+    async fn get_purchase(&self, ctx: &RequestContext, p: GetPurchaseParams) -> Result<GetPurchaseResponse, ApiError> {
         use purchase::{Column, Entity};
         let kind = "purchase";
         let m = Entity::find_by_id(parse_id(kind, &p.id)?)

@@ -4,11 +4,7 @@ use super::{Handlers, generated::*};
 use crate::{context::RequestContext, errors::ApiError};
 
 impl ImportApi for Handlers {
-    async fn import_plans(
-        &self,
-        _: &RequestContext,
-        _: ImportPlansParams,
-    ) -> Result<ImportPlansResponse, ApiError> {
+    async fn import_plans(&self, _: &RequestContext, _: ImportPlansParams) -> Result<ImportPlansResponse, ApiError> {
         Err(ApiError::NotImplemented)
     }
     async fn import_members(
@@ -53,10 +49,7 @@ impl ImportApi for Handlers {
     ) -> Result<ImportPurchasesResponse, ApiError> {
         Err(ApiError::NotImplemented)
     }
-    async fn get_import_status(
-        &self,
-        _: &RequestContext,
-    ) -> Result<GetImportStatusResponse, ApiError> {
+    async fn get_import_status(&self, _: &RequestContext) -> Result<GetImportStatusResponse, ApiError> {
         Err(ApiError::NotImplemented)
     }
 }

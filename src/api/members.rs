@@ -14,6 +14,7 @@ use crate::{
     context::RequestContext,
     errors::{ApiError, FieldErrors},
     pagination::Page,
+    types::Date,
 };
 
 const KIND: &str = "member";
@@ -27,7 +28,7 @@ pub fn record(m: member::Model) -> Member {
         email: m.email.into(),
         phone: m.phone.into(),
         gender: m.gender.into(),
-        date_of_birth: m.date_of_birth.into(),
+        date_of_birth: m.date_of_birth.map(Date).into(),
         city: m.city.into(),
         country: m.country.into(),
         status: MemberStatus::parse(&m.status).unwrap_or(MemberStatus::Active),
@@ -61,10 +62,7 @@ fn search_condition(term: &str) -> SimpleExpr {
     let lower = |c: member::Column| SimpleExpr::from(Func::lower(Expr::col(c)));
     let full = SimpleExpr::from(Func::lower(Expr::cust_with_exprs(
         "? || ' ' || ?",
-        [
-            Expr::col(member::Column::FirstName).into(),
-            Expr::col(member::Column::LastName).into(),
-        ],
+        [Expr::col(member::Column::FirstName).into(), Expr::col(member::Column::LastName).into()],
     )));
     like(lower(member::Column::FirstName))
         .or(like(lower(member::Column::LastName)))
@@ -72,11 +70,7 @@ fn search_condition(term: &str) -> SimpleExpr {
         .or(like(Expr::col(member::Column::EmailNormalized).into()))
 }
 
-async fn find(
-    db: &impl ConnectionTrait,
-    gym_id: Uuid,
-    id: &str,
-) -> Result<member::Model, ApiError> {
+async fn find(db: &impl ConnectionTrait, gym_id: Uuid, id: &str) -> Result<member::Model, ApiError> {
     let uuid = parse_id(KIND, id)?;
     member::Entity::find_by_id(uuid)
         .filter(member::Column::GymId.eq(gym_id))
@@ -111,36 +105,22 @@ async fn check_references(
             .one(db)
             .await?;
         if found.is_none() {
-            errors.add(
-                "facility_id",
-                "The selected facility_id is not a facility of this gym.",
-            );
+            errors.add("facility_id", "The selected facility_id is not a facility of this gym.");
         }
     }
     errors.into_result()
 }
 
 fn email_taken(err: sea_orm::DbErr) -> ApiError {
-    if is_unique_violation(&err) {
-        ApiError::invalid("email", "The email has already been taken.")
-    } else {
-        err.into()
-    }
+    if is_unique_violation(&err) { ApiError::invalid("email", "The email has already been taken.") } else { err.into() }
 }
 
 impl MembersApi for Handlers {
-    async fn list_members(
-        &self,
-        ctx: &RequestContext,
-        p: ListMembersParams,
-    ) -> Result<ListMembersResponse, ApiError> {
+    async fn list_members(&self, ctx: &RequestContext, p: ListMembersParams) -> Result<ListMembersResponse, ApiError> {
         let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
         page.filter("status", p.status.map(|s| s.as_str().to_string()));
         page.filter("search", p.search.clone());
-        page.filter(
-            "updated_since",
-            p.updated_since.map(crate::pagination::rfc3339),
-        );
+        page.filter("updated_since", p.updated_since.map(crate::pagination::rfc3339));
         let mut select = member::Entity::find().filter(member::Column::GymId.eq(ctx.tenant.gym_id));
         if let Some(s) = p.status {
             select = select.filter(member::Column::Status.eq(s.as_str()));
@@ -152,13 +132,7 @@ impl MembersApi for Handlers {
             select = select.filter(member::Column::UpdatedAt.gte(t));
         }
         let rows = page
-            .fetch(
-                self.db(),
-                select,
-                member::Column::CreatedAt,
-                member::Column::CreatedAt,
-                member::Column::Id,
-            )
+            .fetch(self.db(), select, member::Column::CreatedAt, member::Column::CreatedAt, member::Column::Id)
             .await?;
         Ok(ListMembersResponse::Ok(Json(MemberList {
             data: rows.into_iter().map(record).collect(),
@@ -182,12 +156,7 @@ impl MembersApi for Handlers {
             None => {
                 accounts::first_facility(self.db(), gym_id)
                     .await?
-                    .ok_or_else(|| {
-                        ApiError::invalid(
-                            "facility_id",
-                            "This gym has no facility; give a facility_id.",
-                        )
-                    })?
+                    .ok_or_else(|| ApiError::invalid("facility_id", "This gym has no facility; give a facility_id."))?
                     .id
             }
         };
@@ -202,14 +171,10 @@ impl MembersApi for Handlers {
             email: Set(email),
             phone: Set(b.phone.take()),
             gender: Set(b.gender.take()),
-            date_of_birth: Set(b.date_of_birth.take()),
+            date_of_birth: Set(b.date_of_birth.take().map(|d| d.0)),
             city: Set(b.city.take()),
             country: Set(b.country.take()),
-            status: Set(b
-                .status
-                .unwrap_or(MemberStatus::Active)
-                .as_str()
-                .to_string()),
+            status: Set(b.status.unwrap_or(MemberStatus::Active).as_str().to_string()),
             legacy_id: Set(None),
             visits_count: Set(0),
             last_visit_at: Set(None),
@@ -222,11 +187,7 @@ impl MembersApi for Handlers {
         Ok(CreateMemberResponse::Created(Json(record(model))))
     }
 
-    async fn get_member(
-        &self,
-        ctx: &RequestContext,
-        p: GetMemberParams,
-    ) -> Result<GetMemberResponse, ApiError> {
+    async fn get_member(&self, ctx: &RequestContext, p: GetMemberParams) -> Result<GetMemberResponse, ApiError> {
         let m = find(self.db(), ctx.tenant.gym_id, &p.id).await?;
         Ok(GetMemberResponse::Ok(Json(record(m))))
     }
@@ -251,23 +212,11 @@ impl MembersApi for Handlers {
 }
 
 /// PUT and PATCH alike: only the given fields change; `null` clears an optional field.
-async fn update(
-    h: &Handlers,
-    ctx: &RequestContext,
-    id: &str,
-    b: MemberUpdate,
-) -> Result<Member, ApiError> {
+async fn update(h: &Handlers, ctx: &RequestContext, id: &str, b: MemberUpdate) -> Result<Member, ApiError> {
     let gym_id = ctx.tenant.gym_id;
     let current = find(h.db(), gym_id, id).await?;
     let new_email: MaybeUndefined<String> = b.email.map_value(|e| e.0);
-    check_references(
-        h.db(),
-        gym_id,
-        Some(current.id),
-        new_email.value().map(String::as_str),
-        b.facility_id,
-    )
-    .await?;
+    check_references(h.db(), gym_id, Some(current.id), new_email.value().map(String::as_str), b.facility_id).await?;
     let mut m: member::ActiveModel = current.into();
     if let Some(v) = b.first_name {
         m.first_name = Set(v);
@@ -287,7 +236,7 @@ async fn update(
     }
     set_optional(&mut m.phone, b.phone);
     set_optional(&mut m.gender, b.gender);
-    set_optional(&mut m.date_of_birth, b.date_of_birth);
+    set_optional(&mut m.date_of_birth, b.date_of_birth.map_value(|d| d.0));
     set_optional(&mut m.city, b.city);
     set_optional(&mut m.country, b.country);
     m.updated_at = Set(now());

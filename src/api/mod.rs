@@ -37,10 +37,7 @@ fn parse_id(kind: &str, id: &str) -> Result<Uuid, ApiError> {
 }
 
 fn money(amount: i64, currency: &str) -> Money {
-    Money {
-        amount,
-        currency: currency.to_string(),
-    }
+    Money { amount, currency: currency.to_string() }
 }
 
 fn links(page: &Page) -> PaginationLinks {

@@ -5,12 +5,11 @@ use chrono_tz::Tz;
 use entity::{facility, member, member_membership, purchase};
 use poem_openapi::payload::Json;
 use sea_orm::{
-    ColumnTrait, Condition, EntityTrait, FromQueryResult, PaginatorTrait, QueryFilter, QuerySelect,
-    sea_query::Expr,
+    ColumnTrait, Condition, EntityTrait, FromQueryResult, PaginatorTrait, QueryFilter, QuerySelect, sea_query::Expr,
 };
 
 use super::{Handlers, generated::*, money};
-use crate::{accounts::now, context::RequestContext, errors::ApiError};
+use crate::{accounts::now, context::RequestContext, errors::ApiError, types::Date};
 
 #[derive(FromQueryResult)]
 struct StatusCount {
@@ -36,10 +35,7 @@ fn month_bounds(day: NaiveDate) -> Option<(NaiveDate, NaiveDate)> {
 }
 
 impl StatisticsApi for Handlers {
-    async fn get_statistics(
-        &self,
-        ctx: &RequestContext,
-    ) -> Result<GetStatisticsResponse, ApiError> {
+    async fn get_statistics(&self, ctx: &RequestContext) -> Result<GetStatisticsResponse, ApiError> {
         let gym_id = ctx.tenant.gym_id;
         let db = self.db();
         let tz: Tz = ctx.tenant.timezone.parse().unwrap_or(Tz::UTC);
@@ -55,13 +51,7 @@ impl StatisticsApi for Handlers {
             .into_model::<StatusCount>()
             .all(db)
             .await?;
-        let count_of = |s: &str| {
-            counts
-                .iter()
-                .filter(|c| c.status == s)
-                .map(|c| c.n)
-                .sum::<i64>()
-        };
+        let count_of = |s: &str| counts.iter().filter(|c| c.status == s).map(|c| c.n).sum::<i64>();
         let members = MemberCounts {
             total: counts.iter().map(|c| c.n).sum(),
             active: count_of("active"),
@@ -78,17 +68,12 @@ impl StatisticsApi for Handlers {
             )
             .count(db)
             .await?;
-        let facilities = facility::Entity::find()
-            .filter(facility::Column::GymId.eq(gym_id))
-            .count(db)
-            .await?;
+        let facilities = facility::Entity::find().filter(facility::Column::GymId.eq(gym_id)).count(db).await?;
 
-        let (first, next) = month_bounds(today)
-            .ok_or_else(|| ApiError::internal(anyhow::anyhow!("no month for {today}")))?;
+        let (first, next) =
+            month_bounds(today).ok_or_else(|| ApiError::internal(anyhow::anyhow!("no month for {today}")))?;
         let instant = |d: NaiveDate| {
-            d.and_hms_opt(0, 0, 0)
-                .and_then(|m| tz.from_local_datetime(&m).earliest())
-                .map(|t| t.with_timezone(&Utc))
+            d.and_hms_opt(0, 0, 0).and_then(|m| tz.from_local_datetime(&m).earliest()).map(|t| t.with_timezone(&Utc))
         };
         let (start, end) = instant(first)
             .zip(instant(next))
@@ -97,9 +82,7 @@ impl StatisticsApi for Handlers {
             .select_only()
             .column(purchase::Column::Currency)
             .column_as(
-                Expr::col(purchase::Column::TotalAmount)
-                    .sum()
-                    .cast_as(sea_orm::sea_query::Alias::new("BIGINT")),
+                Expr::col(purchase::Column::TotalAmount).sum().cast_as(sea_orm::sea_query::Alias::new("BIGINT")),
                 "amount",
             )
             .filter(purchase::Column::GymId.eq(gym_id))
@@ -110,10 +93,7 @@ impl StatisticsApi for Handlers {
             .into_model::<CurrencySum>()
             .all(db)
             .await?;
-        let mut paid: Vec<Money> = sums
-            .into_iter()
-            .map(|s| money(s.amount, &s.currency))
-            .collect();
+        let mut paid: Vec<Money> = sums.into_iter().map(|s| money(s.amount, &s.currency)).collect();
         paid.sort_by(|a, b| a.currency.cmp(&b.currency));
 
         Ok(GetStatisticsResponse::Ok(Json(Statistics {
@@ -122,8 +102,8 @@ impl StatisticsApi for Handlers {
             active_memberships: active_memberships as i64,
             facilities: facilities as i64,
             revenue_this_month: RevenuePeriod {
-                starts_on: first,
-                ends_on: next.pred_opt().unwrap_or(first),
+                starts_on: Date(first),
+                ends_on: Date(next.pred_opt().unwrap_or(first)),
                 timezone: tz.name().to_string(),
                 paid,
             },

@@ -1,0 +1,230 @@
+//! The test harness: each test gets its own database (a SQLite file, or a new PostgreSQL database
+//! when `TEST_DATABASE_URL` is set), the real app on a free port, and a client whose every
+//! response is checked against openapi.yaml.
+
+pub mod oracle;
+
+use std::{
+    io::Write,
+    sync::{Mutex, OnceLock},
+};
+
+use gymapi::{
+    accounts::{self, Actor},
+    app::{AppState, app},
+    config::Config,
+    context::Environment,
+};
+use poem::{
+    Server,
+    listener::{Acceptor, Listener, TcpListener},
+};
+use reqwest::{Method, header::HeaderMap};
+use sea_orm::{ConnectionTrait, DatabaseConnection};
+use serde_json::Value;
+use uuid::Uuid;
+
+pub use oracle::Oracle;
+
+pub fn oracle() -> &'static Oracle {
+    static ORACLE: OnceLock<Oracle> = OnceLock::new();
+    ORACLE.get_or_init(Oracle::load)
+}
+
+/// Everything the service logged during this test binary's run, at debug level.
+pub fn captured_logs() -> String {
+    String::from_utf8_lossy(&LOGS.lock().unwrap()).into_owned()
+}
+
+static LOGS: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+
+struct LogSink;
+impl Write for LogSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        LOGS.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn init_logs() {
+    static INIT: OnceLock<()> = OnceLock::new();
+    INIT.get_or_init(|| {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("debug"))
+            .with_writer(|| LogSink)
+            .with_ansi(false)
+            .try_init();
+    });
+}
+
+/// Which backend the suite runs on.
+pub fn on_postgres() -> bool {
+    std::env::var("TEST_DATABASE_URL").is_ok_and(|u| !u.is_empty())
+}
+
+/// A fresh, migrated database for one test.
+pub async fn fresh_database() -> (String, Option<tempfile::TempDir>) {
+    match std::env::var("TEST_DATABASE_URL").ok().filter(|u| !u.is_empty()) {
+        Some(base) => {
+            let name = format!("gymapi_t_{}", Uuid::now_v7().simple());
+            let admin = sea_orm::Database::connect(&base).await.expect("TEST_DATABASE_URL must be reachable");
+            admin.execute_unprepared(&format!("CREATE DATABASE \"{name}\"")).await.unwrap();
+            admin.close().await.unwrap();
+            let mut url = url::Url::parse(&base).unwrap();
+            url.set_path(&format!("/{name}"));
+            (url.to_string(), None)
+        }
+        None => {
+            let dir = tempfile::tempdir().unwrap();
+            let url = format!("sqlite://{}?mode=rwc", dir.path().join("gymapi.db").display());
+            (url, Some(dir))
+        }
+    }
+}
+
+pub struct TestApp {
+    /// `http://127.0.0.1:PORT`
+    pub address: String,
+    pub db: DatabaseConnection,
+    pub config: Config,
+    pub database_url: String,
+    pub client: reqwest::Client,
+    pub dir: Option<tempfile::TempDir>,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+/// A gym with a working live key.
+pub struct Gym {
+    pub id: Uuid,
+    pub live_key: String,
+    pub live_key_id: Uuid,
+}
+
+#[derive(Debug)]
+pub struct TestResponse {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+impl TestResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn error_type(&self) -> &str {
+        self.body["error"]["type"].as_str().unwrap_or_default()
+    }
+}
+
+impl TestApp {
+    pub async fn spawn() -> Self {
+        Self::spawn_with(|_| {}).await
+    }
+
+    pub async fn spawn_with(configure: impl FnOnce(&mut Config)) -> Self {
+        init_logs();
+        let (database_url, dir) = fresh_database().await;
+        let mut config = Config { database_url: database_url.clone(), ..Config::default() };
+        configure(&mut config);
+        let db = gymapi::db::connect(&config.database_url).await.unwrap();
+        gymapi::db::migrate(&db).await.unwrap();
+        let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.unwrap();
+        let addr = *acceptor.local_addr()[0].as_socket_addr().unwrap();
+        let state = AppState::new(db.clone(), config.clone()).unwrap();
+        let server = tokio::spawn(async move {
+            let _ = Server::new_with_acceptor(acceptor).run(app(state)).await;
+        });
+        Self {
+            address: format!("http://{addr}"),
+            db,
+            config,
+            database_url,
+            client: reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap(),
+            dir,
+            _server: server,
+        }
+    }
+
+    /// A gym (API access on, subscription active) with a live key.
+    pub async fn gym(&self, name: &str) -> Gym {
+        let gym = accounts::create_gym(&self.db, name, "UTC", true).await.unwrap();
+        let key = accounts::create_key(&self.db, &Actor::Operator, gym.id, Environment::Live, "test").await.unwrap();
+        Gym { id: gym.id, live_key: key.key, live_key_id: key.model.id }
+    }
+
+    /// Provisions the gym's sandbox and returns a test key for it.
+    pub async fn test_key(&self, gym: &Gym) -> String {
+        if accounts::sandbox_of(&self.db, gym.id).await.unwrap().is_none() {
+            accounts::provision_sandbox(&self.db, &Actor::Operator, gym.id).await.unwrap();
+        }
+        accounts::create_key(&self.db, &Actor::Operator, gym.id, Environment::Test, "test").await.unwrap().key
+    }
+
+    /// Sends a request below `/api/v1` and checks the answer against openapi.yaml.
+    pub async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> TestResponse {
+        let m = Method::from_bytes(method.as_bytes()).unwrap();
+        let mut req = self.client.request(m, format!("{}/api/v1{path}", self.address));
+        if let Some(k) = key {
+            req = req.bearer_auth(k);
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let text = resp.text().await.unwrap();
+        let body: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|_| panic!("{method} {path}: {status} with a body that is not JSON: {text:?}"));
+        let api_path = path.split('?').next().unwrap_or_default();
+        oracle().check(method, api_path, status, &headers, &body);
+        TestResponse { status, headers, body }
+    }
+
+    pub async fn get(&self, key: &str, path: &str) -> TestResponse {
+        self.request("GET", path, Some(key), None, &[]).await
+    }
+
+    pub async fn post(&self, key: &str, path: &str, body: Value) -> TestResponse {
+        self.request("POST", path, Some(key), Some(body), &[]).await
+    }
+
+    pub async fn patch(&self, key: &str, path: &str, body: Value) -> TestResponse {
+        self.request("PATCH", path, Some(key), Some(body), &[]).await
+    }
+
+    /// Creates a member through the API and returns its record.
+    pub async fn member(&self, key: &str, first: &str, last: &str) -> Value {
+        let r = self.post(key, "/members", serde_json::json!({ "first_name": first, "last_name": last })).await;
+        assert_eq!(r.status, 201, "{:?}", r.body);
+        r.body
+    }
+
+    /// A raw request (no key handling, no checks), for cases the helpers cannot express.
+    pub fn raw(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+        self.client.request(method, format!("{}{path}", self.address))
+    }
+}
+
+/// `n` members created through the API, oldest first.
+pub async fn members(app: &TestApp, key: &str, n: usize) -> Vec<Value> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        out.push(app.member(key, &format!("First{i}"), &format!("Last{i}")).await);
+    }
+    out
+}

@@ -1,0 +1,212 @@
+//! openapi.yaml and the service never drift apart.
+
+use std::collections::BTreeMap;
+
+use gymapi::{app::AppState, config::Config};
+use serde_json::{Map, Value, json};
+
+use crate::common::{TestApp, oracle};
+
+/// Follows `$ref`s and keeps what the contract fixes: types, formats, enums, properties, required
+/// lists, items, maps and defaults. Descriptions, examples, titles, bounds and nullability are left
+/// out (poem-openapi cannot state all of them; live responses are checked against them instead).
+fn shape(doc: &Value, schema: &Value, depth: usize) -> Value {
+    assert!(depth < 20, "schema nesting too deep (cycle?)");
+    if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
+        let target = doc.pointer(r.trim_start_matches('#')).unwrap_or_else(|| panic!("unresolved {r}"));
+        return shape(doc, target, depth + 1);
+    }
+    if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
+        // poem-openapi wraps a described reference as allOf [ref, {description}].
+        let refs: Vec<&Value> = all.iter().filter(|s| s.get("$ref").is_some() || s.get("type").is_some()).collect();
+        if refs.len() == 1 {
+            return shape(doc, refs[0], depth + 1);
+        }
+    }
+    let mut out = Map::new();
+    for key in ["type", "format", "default"] {
+        if let Some(v) = schema.get(key) {
+            out.insert(key.into(), v.clone());
+        }
+    }
+    if let Some(Value::Array(values)) = schema.get("enum") {
+        let mut v: Vec<String> = values.iter().map(|x| x.to_string()).collect();
+        v.sort();
+        out.insert("enum".into(), json!(v));
+    }
+    if let Some(Value::Array(req)) = schema.get("required") {
+        let mut r: Vec<String> = req.iter().filter_map(|x| x.as_str().map(str::to_string)).collect();
+        r.sort();
+        out.insert("required".into(), json!(r));
+    }
+    if let Some(Value::Object(props)) = schema.get("properties") {
+        let p: Map<String, Value> = props.iter().map(|(k, v)| (k.clone(), shape(doc, v, depth + 1))).collect();
+        out.insert("properties".into(), Value::Object(p));
+    }
+    if let Some(items) = schema.get("items") {
+        out.insert("items".into(), shape(doc, items, depth + 1));
+    }
+    if let Some(ap) = schema.get("additionalProperties").filter(|v| v.is_object()) {
+        out.insert("additionalProperties".into(), shape(doc, ap, depth + 1));
+    }
+    Value::Object(out)
+}
+
+fn content(doc: &Value, c: &Value) -> Value {
+    let mut out = Map::new();
+    for (media, m) in c.as_object().into_iter().flatten() {
+        let essence = media.split(';').next().unwrap_or_default().trim().to_string();
+        out.insert(essence, shape(doc, &m["schema"], 0));
+    }
+    Value::Object(out)
+}
+
+fn resolve<'a>(doc: &'a Value, v: &'a Value) -> &'a Value {
+    match v.get("$ref").and_then(Value::as_str) {
+        Some(r) => doc.pointer(r.trim_start_matches('#')).unwrap(),
+        None => v,
+    }
+}
+
+/// Every operation as method + path → what the contract fixes about it.
+fn operations(doc: &Value) -> BTreeMap<String, Value> {
+    let mut ops = BTreeMap::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        let shared: Vec<Value> = item.get("parameters").and_then(Value::as_array).cloned().unwrap_or_default();
+        for method in ["get", "put", "post", "delete", "patch"] {
+            let Some(op) = item.get(method) else { continue };
+            let mut params = Map::new();
+            let own: Vec<Value> = op.get("parameters").and_then(Value::as_array).cloned().unwrap_or_default();
+            for p in shared.iter().chain(own.iter()) {
+                let p = resolve(doc, p);
+                params.insert(
+                    format!("{} in {}", p["name"].as_str().unwrap(), p["in"].as_str().unwrap()),
+                    json!({ "required": p.get("required").cloned().unwrap_or(json!(false)), "schema": shape(doc, &p["schema"], 0) }),
+                );
+            }
+            let body = op.get("requestBody").map(|b| {
+                let b = resolve(doc, b);
+                json!({ "required": b.get("required").cloned().unwrap_or(json!(false)), "content": content(doc, &b["content"]) })
+            });
+            let mut responses = Map::new();
+            for (status, r) in op["responses"].as_object().unwrap() {
+                let r = resolve(doc, r);
+                responses.insert(status.clone(), content(doc, r.get("content").unwrap_or(&Value::Null)));
+            }
+            let mut tags: Vec<Value> = op.get("tags").and_then(Value::as_array).cloned().unwrap_or_default();
+            tags.sort_by_key(|t| t.to_string());
+            ops.insert(
+                format!("{} {path}", method.to_uppercase()),
+                json!({
+                    "operationId": op.get("operationId"),
+                    "tags": tags,
+                    "parameters": params,
+                    "requestBody": body,
+                    "responses": responses,
+                }),
+            );
+        }
+    }
+    ops
+}
+
+/// Lists every difference between two JSON values, by path.
+fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, v) in x {
+                match y.get(k) {
+                    Some(w) => diff(&format!("{path}.{k}"), v, w, out),
+                    None => out.push(format!("{path}.{k}: only in openapi.yaml: {v}")),
+                }
+            }
+            for (k, w) in y {
+                if !x.contains_key(k) {
+                    out.push(format!("{path}.{k}: only in the emitted spec: {w}"));
+                }
+            }
+        }
+        _ if a != b => out.push(format!("{path}: openapi.yaml has {a}, the service emits {b}")),
+        _ => {}
+    }
+}
+
+async fn emitted_spec() -> Value {
+    let db = gymapi::db::connect("sqlite::memory:").await.unwrap();
+    let state = AppState::new(db, Config::default()).unwrap();
+    serde_json::from_str(&gymapi::app::openapi_service(&state).spec()).unwrap()
+}
+
+#[tokio::test]
+async fn emitted_spec_matches_openapi_yaml() {
+    let written = oracle().doc().clone();
+    let emitted = emitted_spec().await;
+    let a = operations(&written);
+    let b = operations(&emitted);
+    let mut problems = Vec::new();
+    diff("", &serde_json::to_value(&a).unwrap(), &serde_json::to_value(&b).unwrap(), &mut problems);
+    assert!(problems.is_empty(), "openapi.yaml and the service disagree:\n{}", problems.join("\n"));
+    assert!(a.len() >= 20, "expected every operation of SPEC.md, found {}", a.len());
+}
+
+#[tokio::test]
+async fn every_schema_has_an_example_that_fits_it() {
+    let doc = oracle().doc();
+    for (name, schema) in doc["components"]["schemas"].as_object().unwrap() {
+        let example = schema.get("example").unwrap_or_else(|| panic!("components.schemas.{name} has no example"));
+        let v = oracle().validator(&json!({ "$ref": format!("#/components/schemas/{name}") }));
+        let errors: Vec<String> = v.iter_errors(example).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "the example of {name} breaks its schema: {errors:?}");
+    }
+}
+
+#[tokio::test]
+async fn every_operation_is_fit_for_sdk_generation() {
+    let doc = oracle().doc();
+    let mut ids = std::collections::HashSet::new();
+    for (key, op) in operations(doc) {
+        let id = op["operationId"].as_str().unwrap_or_else(|| panic!("{key} has no operationId"));
+        assert!(ids.insert(id.to_string()), "operationId {id} is used twice");
+        assert_eq!(op["tags"].as_array().map(Vec::len), Some(1), "{key} needs one tag");
+        let responses = op["responses"].as_object().unwrap();
+        for status in ["401", "402", "403", "429"] {
+            assert!(responses.contains_key(status), "{key} does not document {status}");
+        }
+        if key.starts_with("POST") || key.starts_with("PUT") || key.starts_with("PATCH") {
+            assert!(
+                op["parameters"].get("Idempotency-Key in header").is_some(),
+                "{key} lacks the Idempotency-Key header"
+            );
+            assert!(responses.contains_key("409"), "{key} does not document 409");
+        }
+    }
+}
+
+/// Every documented operation answers 401 without a key: nothing is reachable anonymously.
+#[tokio::test]
+async fn every_operation_requires_a_key() {
+    let app = TestApp::spawn().await;
+    let doc = oracle().doc();
+    for key in operations(doc).keys() {
+        let (method, path) = key.split_once(' ').unwrap();
+        let path = path.replace("{id}", "0192f7c4-3b7e-7cc1-a8e3-5b8f4d1e2a90");
+        let r = app.request(method, &path, None, None, &[]).await;
+        assert_eq!(r.status, 401, "{key}");
+        assert_eq!(r.body, json!({ "error": { "type": "unauthorized", "message": "Invalid or missing API key." } }));
+    }
+}
+
+#[tokio::test]
+async fn the_document_is_served_to_keys_and_printed_by_the_cli() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Docs").await;
+    let r =
+        app.client.get(format!("{}/api/v1/openapi.yaml", app.address)).bearer_auth(&gym.live_key).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.text().await.unwrap(),
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.yaml")).unwrap()
+    );
+    let anonymous = app.client.get(format!("{}/api/v1/openapi.yaml", app.address)).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+}

@@ -1,0 +1,12 @@
+//! Integration tests over real HTTP against the app. With `TEST_DATABASE_URL` set they run on
+//! PostgreSQL, each test in its own database; otherwise on SQLite files.
+
+mod common;
+
+mod auth;
+mod cli;
+mod contract;
+mod errors;
+mod members;
+mod resources;
+mod service;
