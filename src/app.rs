@@ -21,6 +21,7 @@ use crate::{
     context::RequestContext,
     contract::{self, Contract, MAX_BODY_BYTES, RouteMatch},
     errors::{ApiError, json_response, to_json_error},
+    limits::{Decision, MemoryStore, RatePolicy, RedisStore, Store},
 };
 
 /// Everything a request may need, shared by all of them.
@@ -30,15 +31,27 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub contract: Arc<Contract>,
     pub last_used: Arc<LastUsed>,
+    /// Rate limits: Redis when `REDIS_URL` is set, else in process.
+    pub store: Arc<dyn Store>,
 }
 
 impl AppState {
-    pub fn new(db: DatabaseConnection, config: Config) -> anyhow::Result<Self> {
+    /// Connects the store the configuration names (Redis must answer at start-up).
+    pub async fn new(db: DatabaseConnection, config: Config) -> anyhow::Result<Self> {
+        let store: Arc<dyn Store> = match &config.redis_url {
+            Some(url) => Arc::new(
+                RedisStore::connect(url, &config.redis_prefix, config.redis_timeout)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("cannot connect to Redis ({}): {e}", crate::db::redact(url)))?,
+            ),
+            None => Arc::new(MemoryStore::default()),
+        };
         Ok(Self {
             db,
             config: Arc::new(config),
             contract: Contract::embedded()?,
             last_used: Arc::new(LastUsed::default()),
+            store,
         })
     }
 }
@@ -98,7 +111,7 @@ async fn edge<E: Endpoint>(next: Arc<E>, req: Request) -> poem::Result<Response>
 /// The gate of `/api/v1`, in the order of DESIGN.md §5: key (401) → subscription (402) → plan (403)
 /// → rate limit (429) → route (404/405) → validation against openapi.yaml (422). Only requests that
 /// pass every check reach the generated routes, with their `RequestContext`.
-async fn gate<E: Endpoint>(next: Arc<E>, mut req: Request, state: AppState) -> poem::Result<Response> {
+async fn gate<E: Endpoint>(next: Arc<E>, req: Request, state: AppState) -> poem::Result<Response> {
     let key = auth::key_from_headers(req.headers());
     let tenant = match auth::authenticate(&state.db, key.as_deref(), crate::accounts::now()).await {
         Ok(t) => t,
@@ -106,13 +119,40 @@ async fn gate<E: Endpoint>(next: Arc<E>, mut req: Request, state: AppState) -> p
     };
     state.last_used.touch(&state.db, tenant.key_id);
 
+    let policy = RatePolicy::per_minute(state.config.rate_limit_per_minute);
+    let decision = match state.store.hit(&tenant.key_id.to_string(), policy).await {
+        Ok(d) => d,
+        Err(e) => {
+            // Fail open: an unreachable limiter must not take the API down with it.
+            tracing::warn!(error = %e, store = state.store.name(), "rate limiter unavailable; request allowed");
+            Decision { allowed: true, limit: policy.limit, remaining: policy.limit, retry_after_secs: 0 }
+        }
+    };
+    let mut response = if decision.allowed {
+        route(next, req, &state, tenant).await
+    } else {
+        ApiError::RateLimited { retry_after_secs: decision.retry_after_secs }.as_response()
+    };
+    let headers = response.headers_mut();
+    headers.insert("x-ratelimit-limit", HeaderValue::from(decision.limit));
+    headers.insert("x-ratelimit-remaining", HeaderValue::from(decision.remaining));
+    Ok(response)
+}
+
+/// Finds the operation of openapi.yaml, validates the request against it, and calls it.
+async fn route<E: Endpoint>(
+    next: Arc<E>,
+    mut req: Request,
+    state: &AppState,
+    tenant: crate::context::Tenant,
+) -> Response {
     let path = req.uri().path().to_string();
     if path == "/openapi.yaml" && req.method() == poem::http::Method::GET {
-        return Ok(Response::builder().content_type("application/yaml").body(contract::DOCUMENT));
+        return Response::builder().content_type("application/yaml").body(contract::DOCUMENT);
     }
     match state.contract.route(req.method(), &path) {
         RouteMatch::NotFound => {
-            return Ok(ApiError::NotFound(format!("No such path: {}{}.", API_BASE, truncate(&path, 200))).as_response());
+            return ApiError::NotFound(format!("No such path: {}{}.", API_BASE, truncate(&path, 200))).as_response();
         }
         RouteMatch::MethodNotAllowed(allow) => {
             let err = ApiError::MethodNotAllowed {
@@ -120,7 +160,7 @@ async fn gate<E: Endpoint>(next: Arc<E>, mut req: Request, state: AppState) -> p
                 path: format!("{API_BASE}{}", truncate(&path, 200)),
                 allow,
             };
-            return Ok(err.as_response());
+            return err.as_response();
         }
         RouteMatch::Operation(op) => {
             let mut errors = op.validate_params(req.uri().query(), req.headers());
@@ -129,11 +169,9 @@ async fn gate<E: Endpoint>(next: Arc<E>, mut req: Request, state: AppState) -> p
                 let bytes = match req.take_body().into_bytes_limit(MAX_BODY_BYTES).await {
                     Ok(b) => b,
                     Err(_) => {
-                        errors.add(
-                            "body",
-                            format!("The request body must not be larger than {} MiB.", MAX_BODY_BYTES / 1024 / 1024),
-                        );
-                        return Ok(ApiError::Validation(errors).as_response());
+                        let limit = MAX_BODY_BYTES / 1024 / 1024;
+                        errors.add("body", format!("The request body must not be larger than {limit} MiB."));
+                        return ApiError::Validation(errors).as_response();
                     }
                 };
                 if let Err(body_errors) = op.validate_body(content_type.as_deref(), &bytes) {
@@ -146,15 +184,15 @@ async fn gate<E: Endpoint>(next: Arc<E>, mut req: Request, state: AppState) -> p
                 req.set_body(bytes);
             }
             if !errors.is_empty() {
-                return Ok(ApiError::Validation(errors).as_response());
+                return ApiError::Validation(errors).as_response();
             }
         }
     }
     let base_url = base_url(&state.config, &req);
     req.extensions_mut().insert(RequestContext { tenant, base_url, path });
     match next.call(req).await {
-        Ok(r) => Ok(r.into_response()),
-        Err(e) => Ok(to_json_error(e)),
+        Ok(r) => r.into_response(),
+        Err(e) => to_json_error(e),
     }
 }
 
@@ -189,10 +227,13 @@ fn healthz() -> Response {
     json_response(StatusCode::OK, &json!({ "status": "ok" }))
 }
 
-/// Ready when the database (and Redis, when configured) answers.
+/// Ready when the database and the limits store (Redis, when configured) answer.
 #[handler]
 async fn readyz(state: Data<&AppState>) -> Response {
     let database = state.db.ping().await.is_ok();
-    let status = if database { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    json_response(status, &json!({ "status": if database { "ready" } else { "unavailable" }, "database": database }))
+    let store = state.store.ping().await.is_ok();
+    let ready = database && store;
+    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let body = json!({ "status": if ready { "ready" } else { "unavailable" }, "database": database, "store": { "kind": state.store.name(), "ok": store } });
+    json_response(status, &body)
 }

@@ -274,7 +274,7 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
                 let keys = demo::ensure(&db).await?;
                 println!("{}", keys.banner(&format!("http://{}", config.bind)));
             }
-            let state = AppState::new(db, config)?;
+            let state = AppState::new(db, config).await?;
             crate::server::serve(state).await?;
             Ok(())
         }

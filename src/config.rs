@@ -11,6 +11,11 @@ pub struct Config {
     pub database_url: String,
     /// `REDIS_URL`: when unset, rate limits and idempotency live in process.
     pub redis_url: Option<String>,
+    /// `GYMAPI_REDIS_PREFIX`, default `gymapi:`: prefix of every Redis key, so deployments (and test
+    /// runs) can share one Redis.
+    pub redis_prefix: String,
+    /// `GYMAPI_REDIS_TIMEOUT_MS`, default 250: the longest a request waits for Redis.
+    pub redis_timeout: Duration,
     /// `GYMAPI_BIND`, default `127.0.0.1:8080`.
     pub bind: SocketAddr,
     /// `GYMAPI_PUBLIC_URL`: the absolute base of list links, e.g. `https://api.example.com`. When
@@ -37,6 +42,8 @@ impl Default for Config {
         Self {
             database_url: DEFAULT_DATABASE_URL.to_string(),
             redis_url: None,
+            redis_prefix: "gymapi:".into(),
+            redis_timeout: Duration::from_millis(250),
             bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
             public_url: None,
             rate_limit_per_minute: 120,
@@ -70,6 +77,18 @@ impl Config {
             c.database_url = v;
         }
         c.redis_url = var("REDIS_URL");
+        if let Some(v) = var("GYMAPI_REDIS_PREFIX") {
+            c.redis_prefix = v;
+        }
+        if let Some(v) = var("GYMAPI_REDIS_TIMEOUT_MS") {
+            let ms: u64 = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n| *n >= 1)
+                .with_context(|| format!("GYMAPI_REDIS_TIMEOUT_MS must be a positive integer, got {v:?}"))?;
+            c.redis_timeout = Duration::from_millis(ms);
+        }
         if let Some(v) = var("GYMAPI_BIND") {
             c.bind = v.parse().with_context(|| format!("GYMAPI_BIND must be host:port, got {v:?}"))?;
         }

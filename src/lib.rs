@@ -16,6 +16,7 @@ pub mod contract;
 pub mod db;
 pub mod demo;
 pub mod errors;
+pub mod limits;
 pub mod pagination;
 pub mod server;
 pub mod types;

@@ -133,7 +133,7 @@ fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
 
 async fn emitted_spec() -> Value {
     let db = gymapi::db::connect("sqlite::memory:").await.unwrap();
-    let state = AppState::new(db, Config::default()).unwrap();
+    let state = AppState::new(db, Config::default()).await.unwrap();
     serde_json::from_str(&gymapi::app::openapi_service(&state).spec()).unwrap()
 }
 

@@ -1,1 +1,100 @@
+//! Every failure answers JSON in the shapes of DESIGN.md §5, never plain text, never a 500.
 
+use serde_json::json;
+
+use crate::common::TestApp;
+
+#[tokio::test]
+async fn framework_failures_answer_in_our_json_shapes() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Errors").await;
+    let k = &gym.live_key;
+
+    let r = app.request("DELETE", "/members", Some(k), None, &[]).await;
+    assert_eq!((r.status, r.error_type()), (405, "method_not_allowed"));
+    assert_eq!(r.header("allow"), Some("GET, POST"));
+    let r = app.request("POST", "/statistics", Some(k), Some(json!({})), &[]).await;
+    assert_eq!(r.status, 405, "read-only resources refuse writes");
+    let r = app.get(k, "/members/0192f7c4-3b7e-7cc1-a8e3-5b8f4d1e2a90/extra").await;
+    assert_eq!((r.status, r.error_type()), (404, "not_found"));
+    let r = app.get(k, "/members/not-a-uuid").await;
+    assert_eq!((r.status, r.error_type()), (404, "not_found"));
+}
+
+#[tokio::test]
+async fn bad_query_parameters_are_422_naming_each_one() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Query").await;
+    let r = app.get(&gym.live_key, "/members?page=0&per_page=101&status=gone&updated_since=yesterday").await;
+    assert_eq!(r.status, 422);
+    for field in ["page", "per_page", "status", "updated_since"] {
+        assert!(r.body["errors"][field].is_array(), "{field} not named in {}", r.body);
+    }
+    let r = app.get(&gym.live_key, "/members?per_page=abc").await;
+    assert_eq!(r.body["errors"]["per_page"], json!(["The per_page parameter must be an integer."]));
+    let r = app.get(&gym.live_key, "/members?per_page=1&per_page=2").await;
+    assert_eq!(r.status, 422);
+    let r = app.get(&gym.live_key, "/attendance?from=31.12.2026").await;
+    assert_eq!(r.status, 422);
+    assert!(r.body["errors"]["from"].is_array());
+    let r = app.get(&gym.live_key, "/purchases?member_id=123&payment_status=maybe").await;
+    assert_eq!(r.status, 422);
+    assert!(r.body["errors"]["member_id"].is_array() && r.body["errors"]["payment_status"].is_array());
+    // Unknown parameters are ignored.
+    assert_eq!(app.get(&gym.live_key, "/members?colour=blue").await.status, 200);
+}
+
+#[tokio::test]
+async fn bad_bodies_are_422_with_every_problem_at_once() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Bodies").await;
+    let k = &gym.live_key;
+    let r = app.post(k, "/members", json!({"first_name": 5, "email": "nope", "status": "gone", "date_of_birth": "1990-02-31", "colour": "blue"})).await;
+    assert_eq!(r.status, 422);
+    let errors = r.body["errors"].as_object().unwrap();
+    for field in ["first_name", "last_name", "email", "status", "date_of_birth", "colour"] {
+        assert!(errors.contains_key(field), "{field} not named in {}", r.body);
+    }
+    assert_eq!(r.body["errors"]["last_name"], json!(["The last_name field is required."]));
+    assert!(r.body["message"].as_str().unwrap().contains("more errors"));
+
+    for (body, ct) in [
+        ("{\"first_name\":", "application/json"),
+        ("[1,2]", "application/json"),
+        ("first_name=a", "application/x-www-form-urlencoded"),
+        ("", "application/json"),
+    ] {
+        let resp = app
+            .raw(reqwest::Method::POST, "/api/v1/members")
+            .bearer_auth(k)
+            .header("content-type", ct)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let v: serde_json::Value = resp.json().await.unwrap();
+        assert_eq!(status, 422, "{body:?}: {v}");
+        assert!(v["errors"].as_object().is_some_and(|e| !e.is_empty()), "{body:?}: {v}");
+    }
+    // Nothing was written by any of them.
+    assert_eq!(app.get(k, "/members").await.body["meta"]["total"], 0);
+}
+
+#[tokio::test]
+async fn nested_fields_are_named_with_dots() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Nested").await;
+    let rows: Vec<serde_json::Value> =
+        (0..5).map(|i| json!({"legacy_id": format!("M{i}"), "first_name": "A", "last_name": "B"})).collect();
+    let mut rows = rows;
+    rows[3]["email"] = json!("not-an-address");
+    let r = app.post(&gym.live_key, "/import/members", json!({ "rows": rows })).await;
+    assert_eq!(r.status, 422);
+    assert!(r.body["errors"]["rows.3.email"].is_array(), "{}", r.body);
+    let too_many: Vec<serde_json::Value> =
+        (0..501).map(|i| json!({"legacy_id": format!("M{i}"), "first_name": "A", "last_name": "B"})).collect();
+    let r = app.post(&gym.live_key, "/import/members", json!({ "rows": too_many })).await;
+    assert_eq!(r.status, 422);
+    assert!(r.body["errors"]["rows"].is_array(), "{}", r.body);
+}

@@ -129,12 +129,16 @@ impl TestApp {
         init_logs();
         let (database_url, dir) = fresh_database().await;
         let mut config = Config { database_url: database_url.clone(), ..Config::default() };
+        if let Some(redis) = std::env::var("TEST_REDIS_URL").ok().filter(|u| !u.is_empty()) {
+            config.redis_url = Some(redis);
+            config.redis_prefix = format!("gymapi-test:{}:", Uuid::now_v7().simple());
+        }
         configure(&mut config);
         let db = gymapi::db::connect(&config.database_url).await.unwrap();
         gymapi::db::migrate(&db).await.unwrap();
         let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.unwrap();
         let addr = *acceptor.local_addr()[0].as_socket_addr().unwrap();
-        let state = AppState::new(db.clone(), config.clone()).unwrap();
+        let state = AppState::new(db.clone(), config.clone()).await.unwrap();
         let server = tokio::spawn(async move {
             let _ = Server::new_with_acceptor(acceptor).run(app(state)).await;
         });
