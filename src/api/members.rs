@@ -4,7 +4,7 @@ use entity::member;
 use poem_openapi::{payload::Json, types::MaybeUndefined};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set,
-    sea_query::{Expr, Func, LikeExpr, SimpleExpr},
+    sea_query::{BinOper, Expr, Func, LikeExpr, SimpleExpr},
 };
 use uuid::Uuid;
 
@@ -60,10 +60,12 @@ fn search_condition(term: &str) -> SimpleExpr {
     let pattern = like_pattern(term.trim());
     let like = |e: SimpleExpr| Expr::expr(e).like(LikeExpr::new(pattern.clone()).escape('\\'));
     let lower = |c: member::Column| SimpleExpr::from(Func::lower(Expr::col(c)));
-    let full = SimpleExpr::from(Func::lower(Expr::cust_with_exprs(
-        "? || ' ' || ?",
-        [Expr::col(member::Column::FirstName).into(), Expr::col(member::Column::LastName).into()],
-    )));
+    // `first_name || ' ' || last_name`, the same SQL on SQLite and PostgreSQL.
+    let concat = BinOper::Custom("||");
+    let full_name = Expr::col(member::Column::FirstName)
+        .binary(concat, Expr::val(" "))
+        .binary(concat, Expr::col(member::Column::LastName));
+    let full = SimpleExpr::from(Func::lower(full_name));
     like(lower(member::Column::FirstName))
         .or(like(lower(member::Column::LastName)))
         .or(like(full))

@@ -1,1 +1,200 @@
+//! The operators' CLI, exactly as DESIGN.md §9 writes it.
 
+use std::{
+    io::Write,
+    process::{Command, Output, Stdio},
+};
+
+use serde_json::Value;
+
+use crate::common::{TestApp, fresh_database};
+
+fn gymapi(database_url: &str, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gymapi"))
+        .args(args)
+        .env("DATABASE_URL", database_url)
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn json_of(out: &Output) -> Value {
+    assert!(out.status.success(), "exit {:?}: {}", out.status.code(), String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("not one JSON object: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+#[tokio::test]
+async fn key_lifecycle_through_the_cli() {
+    let (url, _dir) = fresh_database().await;
+    let gym =
+        json_of(&gymapi(&url, &["gym", "create", "--name", "CLI Gym", "--timezone", "Europe/Berlin", "--json"], None));
+    let gym_id = gym["id"].as_str().unwrap();
+
+    let no_sandbox = gymapi(&url, &["key", "create", "--gym", gym_id, "--env", "test", "--name", "ci", "--json"], None);
+    assert_eq!(no_sandbox.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&no_sandbox.stderr).contains("Provision a sandbox first to create a test key."));
+
+    let sandbox = json_of(&gymapi(&url, &["sandbox", "provision", "--gym", gym_id, "--json"], None));
+    assert!(sandbox["id"].is_string());
+    assert_eq!(gymapi(&url, &["sandbox", "provision", "--gym", gym_id], None).status.code(), Some(2));
+
+    let live = json_of(&gymapi(
+        &url,
+        &["key", "create", "--gym", gym_id, "--env", "live", "--name", "Front desk", "--json"],
+        None,
+    ));
+    assert!(live["key"].as_str().unwrap().starts_with("svc_live_"));
+    assert_eq!(live["environment"], "live");
+    assert_eq!(live["prefix"].as_str().unwrap(), &live["key"].as_str().unwrap()[..13]);
+    let test =
+        json_of(&gymapi(&url, &["key", "create", "--gym", gym_id, "--env", "test", "--name", "CI", "--json"], None));
+    assert!(test["key"].as_str().unwrap().starts_with("svc_test_"));
+
+    let rolled = json_of(&gymapi(&url, &["key", "roll", live["id"].as_str().unwrap(), "--json"], None));
+    assert_eq!(rolled["retiring_id"], live["id"]);
+    assert!(rolled["key"].as_str().unwrap().starts_with("svc_live_"));
+    assert!(rolled["expires_at"].is_string());
+    let again = gymapi(&url, &["key", "roll", live["id"].as_str().unwrap()], None);
+    assert_eq!(again.status.code(), Some(2), "a retiring key cannot be rolled again");
+
+    assert!(gymapi(&url, &["key", "revoke", test["id"].as_str().unwrap()], None).status.success());
+    let list = json_of(&gymapi(&url, &["key", "list", "--gym", gym_id, "--json"], None));
+    let rows = list["data"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    let status_of = |id: &Value| rows.iter().find(|r| &r["id"] == id).unwrap()["status"].as_str().unwrap().to_string();
+    assert!(status_of(&live["id"]).starts_with("Retires in 2"), "{}", status_of(&live["id"]));
+    assert_eq!(status_of(&test["id"]), "Revoked");
+    assert_eq!(status_of(&rolled["id"]), "Active");
+    for r in rows {
+        for field in ["id", "name", "environment", "prefix", "status", "last_used_at", "expires_at"] {
+            assert!(r.get(field).is_some(), "{field}");
+        }
+        assert!(!r.to_string().contains(&live["key"].as_str().unwrap()[9..]), "the list never shows a key");
+    }
+}
+
+#[tokio::test]
+async fn gym_update_and_users_through_the_cli() {
+    let (url, _dir) = fresh_database().await;
+    let gym_id = json_of(&gymapi(&url, &["gym", "create", "--name", "Plans", "--no-api-access", "--json"], None))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let updated = json_of(&gymapi(
+        &url,
+        &[
+            "gym",
+            "update",
+            &gym_id,
+            "--api-access",
+            "on",
+            "--subscription",
+            "past-due",
+            "--grace-ends-at",
+            "2030-01-01T00:00:00Z",
+            "--json",
+        ],
+        None,
+    ));
+    assert_eq!(updated["api_access"], true);
+    assert_eq!(updated["subscription"], "past_due");
+    let user = json_of(&gymapi(
+        &url,
+        &["user", "create", "--gym", &gym_id, "--email", "Owner@Example.com", "--role", "owner", "--json"],
+        Some("a long enough password\n"),
+    ));
+    assert_eq!(user["email"], "owner@example.com");
+    let short = gymapi(
+        &url,
+        &[
+            "user",
+            "create",
+            "--gym",
+            &gym_id,
+            "--email",
+            "e@example.com",
+            "--role",
+            "employee",
+            "--grant",
+            "settings.manage",
+        ],
+        Some("short"),
+    );
+    assert_eq!(short.status.code(), Some(2));
+    let bad_grant = gymapi(
+        &url,
+        &[
+            "user",
+            "create",
+            "--gym",
+            &gym_id,
+            "--email",
+            "e@example.com",
+            "--role",
+            "employee",
+            "--grant",
+            "everything",
+        ],
+        Some("a long enough password"),
+    );
+    assert_eq!(bad_grant.status.code(), Some(2));
+}
+
+#[tokio::test]
+async fn bad_input_exits_2_with_a_message() {
+    let (url, _dir) = fresh_database().await;
+    for args in [
+        vec!["gym", "create", "--name", "X", "--timezone", "Mars/Olympus"],
+        vec!["key", "list", "--gym", "not-a-uuid"],
+        vec!["key", "revoke", "0192f7c4-3b7e-7cc1-a8e3-5b8f4d1e2a90"],
+        vec!["gym", "update", "0192f7c4-3b7e-7cc1-a8e3-5b8f4d1e2a90", "--grace-ends-at", "tomorrow"],
+        vec!["key", "create", "--gym", "0192f7c4-3b7e-7cc1-a8e3-5b8f4d1e2a90", "--env", "staging", "--name", "x"],
+    ] {
+        let out = gymapi(&url, &args, None);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(!out.stderr.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn openapi_prints_the_document() {
+    let out = gymapi("sqlite::memory:", &["openapi"], None);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.yaml")).unwrap()
+    );
+}
+
+/// `gymapi demo` creates the demo gym once and prints keys that work.
+#[tokio::test]
+async fn demo_keys_work_against_the_demo_data() {
+    let app = TestApp::spawn().await;
+    let first = json_of(&gymapi(&app.database_url, &["demo", "--json"], None));
+    let second = json_of(&gymapi(&app.database_url, &["demo", "--json"], None));
+    assert_eq!(first["gym_id"], second["gym_id"], "the demo gym is created once");
+    let live = second["live_key"].as_str().unwrap();
+    let test = second["test_key"].as_str().unwrap();
+    for path in [
+        "/members",
+        "/memberships",
+        "/membership-subscriptions",
+        "/attendance",
+        "/access-logs",
+        "/products",
+        "/purchases",
+    ] {
+        let r = app.get(live, path).await;
+        assert!(r.body["meta"]["total"].as_i64().unwrap() > 0, "{path} is empty in the demo");
+    }
+    assert!(app.get(live, "/statistics").await.body["members"]["total"].as_i64().unwrap() >= 300);
+    assert_eq!(app.get(test, "/members").await.body["meta"]["total"], 0, "the sandbox starts empty");
+    // Keys printed by an earlier run were revoked.
+    assert_eq!(app.get(first["live_key"].as_str().unwrap(), "/members").await.status, 401);
+}

@@ -1,1 +1,260 @@
+//! Members: create, read, update, list, search and walk.
 
+use std::collections::HashSet;
+
+use serde_json::{Value, json};
+
+use crate::common::TestApp;
+
+#[tokio::test]
+async fn create_fills_defaults_and_places_the_member_in_the_first_facility() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Create").await;
+    let r = app.post(&gym.live_key, "/members", json!({"first_name": "Ada", "last_name": "Lovelace"})).await;
+    assert_eq!(r.status, 201);
+    let m = &r.body;
+    assert_eq!(m["object"], "member");
+    assert_eq!(m["status"], "active");
+    assert_eq!(m["visits_count"], 0);
+    assert_eq!(m["email"], Value::Null);
+    let first = gymapi::accounts::first_facility(&app.db, gym.id).await.unwrap().unwrap();
+    assert_eq!(m["facility_id"], first.id.to_string());
+    let id = m["id"].as_str().unwrap();
+    let fetched = app.get(&gym.live_key, &format!("/members/{id}")).await;
+    assert_eq!(fetched.status, 200);
+    assert_eq!(&fetched.body, m);
+}
+
+#[tokio::test]
+async fn every_input_field_round_trips() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Fields").await;
+    let input = json!({
+        "first_name": "Grace", "last_name": "Hopper", "email": "grace@example.com", "phone": "+1 555 0100",
+        "gender": "female", "date_of_birth": "1906-12-09", "city": "New York", "country": "US", "status": "inactive"
+    });
+    let r = app.post(&gym.live_key, "/members", input.clone()).await;
+    assert_eq!(r.status, 201);
+    for (k, v) in input.as_object().unwrap() {
+        assert_eq!(&r.body[k], v, "{k}");
+    }
+}
+
+#[tokio::test]
+async fn email_is_unique_per_gym_whatever_its_case() {
+    let app = TestApp::spawn().await;
+    let a = app.gym("A").await;
+    let b = app.gym("B").await;
+    assert_eq!(
+        app.post(&a.live_key, "/members", json!({"first_name": "A", "last_name": "A", "email": "Same@Example.com"}))
+            .await
+            .status,
+        201
+    );
+    let dup = app
+        .post(&a.live_key, "/members", json!({"first_name": "B", "last_name": "B", "email": "same@example.COM"}))
+        .await;
+    assert_eq!(dup.status, 422);
+    assert_eq!(dup.body["errors"]["email"], json!(["The email has already been taken."]));
+    // Another gym may use it.
+    assert_eq!(
+        app.post(&b.live_key, "/members", json!({"first_name": "C", "last_name": "C", "email": "same@example.com"}))
+            .await
+            .status,
+        201
+    );
+    // Changing another member to a taken address is refused too.
+    let other = app.member(&a.live_key, "D", "D").await;
+    let r = app
+        .patch(
+            &a.live_key,
+            &format!("/members/{}", other["id"].as_str().unwrap()),
+            json!({"email": "SAME@example.com"}),
+        )
+        .await;
+    assert_eq!(r.status, 422);
+    assert_eq!(app.get(&a.live_key, "/members").await.body["meta"]["total"], 2);
+}
+
+#[tokio::test]
+async fn patch_and_put_change_only_the_given_fields_and_null_clears() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Update").await;
+    let created = app
+        .post(
+            &gym.live_key,
+            "/members",
+            json!({"first_name": "Alan", "last_name": "Turing", "city": "London", "phone": "123"}),
+        )
+        .await
+        .body;
+    let id = created["id"].as_str().unwrap();
+    for method in ["PATCH", "PUT"] {
+        let r = app
+            .request(method, &format!("/members/{id}"), Some(&gym.live_key), Some(json!({"city": "Manchester"})), &[])
+            .await;
+        assert_eq!(r.status, 200, "{method}");
+        assert_eq!(r.body["city"], "Manchester");
+        assert_eq!(r.body["phone"], "123", "{method} must not touch other fields");
+        assert_eq!(r.body["first_name"], "Alan");
+    }
+    let r = app.patch(&gym.live_key, &format!("/members/{id}"), json!({"phone": null, "status": "inactive"})).await;
+    assert_eq!((r.body["phone"].clone(), r.body["status"].clone()), (Value::Null, json!("inactive")));
+    assert!(r.body["updated_at"].as_str().unwrap() >= created["updated_at"].as_str().unwrap());
+    assert_eq!(r.body["created_at"], created["created_at"]);
+    // Required fields cannot be cleared, unknown fields are refused, and nothing changes then.
+    let bad = app
+        .patch(&gym.live_key, &format!("/members/{id}"), json!({"first_name": null, "city": "Paris", "nickname": "x"}))
+        .await;
+    assert_eq!(bad.status, 422);
+    assert!(bad.body["errors"]["first_name"].is_array() && bad.body["errors"]["nickname"].is_array());
+    assert_eq!(app.get(&gym.live_key, &format!("/members/{id}")).await.body["city"], "Manchester");
+    // An empty change is a no-op that answers the record.
+    assert_eq!(app.patch(&gym.live_key, &format!("/members/{id}"), json!({})).await.status, 200);
+    // Unknown ids.
+    assert_eq!(
+        app.patch(&gym.live_key, "/members/0192f7c4-3b7e-7cc1-a8e3-5b8f4d1e2a90", json!({"city": "X"})).await.status,
+        404
+    );
+}
+
+#[tokio::test]
+async fn facility_must_belong_to_the_gym() {
+    let app = TestApp::spawn().await;
+    let a = app.gym("A").await;
+    let b = app.gym("B").await;
+    let b_facility = gymapi::accounts::first_facility(&app.db, b.id).await.unwrap().unwrap();
+    let r = app
+        .post(&a.live_key, "/members", json!({"first_name": "X", "last_name": "Y", "facility_id": b_facility.id}))
+        .await;
+    assert_eq!(r.status, 422);
+    assert!(r.body["errors"]["facility_id"].is_array());
+    let r = app
+        .post(&a.live_key, "/members", json!({"first_name": "X", "last_name": "Y", "facility_id": "not-a-uuid"}))
+        .await;
+    assert_eq!(r.status, 422);
+}
+
+#[tokio::test]
+async fn list_is_newest_first_and_filters_by_status_and_search() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("List").await;
+    let ada = app
+        .post(
+            &gym.live_key,
+            "/members",
+            json!({"first_name": "Ada", "last_name": "Lovelace", "email": "ada@example.com"}),
+        )
+        .await
+        .body;
+    let grace = app
+        .post(&gym.live_key, "/members", json!({"first_name": "Grace", "last_name": "Hopper", "status": "inactive"}))
+        .await
+        .body;
+    let odd = app.post(&gym.live_key, "/members", json!({"first_name": "100%", "last_name": "Real_Name"})).await.body;
+    let list = app.get(&gym.live_key, "/members").await.body;
+    let ids: Vec<&Value> = list["data"].as_array().unwrap().iter().map(|m| &m["id"]).collect();
+    assert_eq!(ids, vec![&odd["id"], &grace["id"], &ada["id"]]);
+    assert_eq!(list["meta"]["per_page"], 25);
+
+    let ids_for = |body: &Value| body["data"].as_array().unwrap().iter().map(|m| m["id"].clone()).collect::<Vec<_>>();
+    assert_eq!(ids_for(&app.get(&gym.live_key, "/members?status=inactive").await.body), vec![grace["id"].clone()]);
+    for term in ["ada", "ADA", "lovelace", "ada%20love", "Ada%20Lovelace", "ada%40example", "LACE"] {
+        let r = app.get(&gym.live_key, &format!("/members?search={term}")).await.body;
+        assert_eq!(ids_for(&r), vec![ada["id"].clone()], "search {term}");
+    }
+    // Wildcards in the term are literal.
+    assert_eq!(ids_for(&app.get(&gym.live_key, "/members?search=100%25").await.body), vec![odd["id"].clone()]);
+    assert_eq!(ids_for(&app.get(&gym.live_key, "/members?search=e_a").await.body), Vec::<Value>::new());
+    assert_eq!(ids_for(&app.get(&gym.live_key, "/members?search=l_n").await.body), vec![odd["id"].clone()]);
+    // Filters combine and stay in every link.
+    let r = app.get(&gym.live_key, "/members?status=active&search=a&per_page=1").await.body;
+    assert_eq!(r["meta"]["total"], 2);
+    for link in ["first", "last", "next"] {
+        let url = r["links"][link].as_str().unwrap();
+        assert!(
+            url.contains("status=active")
+                && url.contains("search=a")
+                && url.contains("per_page=1")
+                && url.contains("as_of="),
+            "{link}: {url}"
+        );
+    }
+    assert_eq!(r["links"]["prev"], Value::Null);
+}
+
+#[tokio::test]
+async fn updated_since_lists_only_recent_changes() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Sync").await;
+    let old = app.member(&gym.live_key, "Old", "One").await;
+    let _other = app.member(&gym.live_key, "Other", "One").await;
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let since = chrono::Utc::now();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let changed = app
+        .patch(&gym.live_key, &format!("/members/{}", old["id"].as_str().unwrap()), json!({"city": "Rome"}))
+        .await
+        .body;
+    let q =
+        url::form_urlencoded::Serializer::new(String::new()).append_pair("updated_since", &since.to_rfc3339()).finish();
+    let r = app.get(&gym.live_key, &format!("/members?{q}")).await.body;
+    assert_eq!(r["meta"]["total"], 1);
+    assert_eq!(r["data"][0]["id"], changed["id"]);
+}
+
+#[tokio::test]
+async fn pages_past_the_end_are_empty_with_correct_meta() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Pages").await;
+    for i in 0..5 {
+        app.member(&gym.live_key, &format!("M{i}"), "X").await;
+    }
+    let r = app.get(&gym.live_key, "/members?per_page=2&page=9").await.body;
+    assert_eq!(r["data"], json!([]));
+    assert_eq!(
+        r["meta"],
+        json!({"current_page": 9, "last_page": 3, "per_page": 2, "total": 5, "from": null, "to": null})
+    );
+    assert_eq!(r["links"]["next"], Value::Null);
+    assert!(r["links"]["prev"].as_str().unwrap().contains("page=3"));
+    let last = app.get(&gym.live_key, "/members?per_page=2&page=3").await.body;
+    assert_eq!((last["meta"]["from"].clone(), last["meta"]["to"].clone()), (json!(5), json!(5)));
+    let empty = app.get(&app.gym("Empty").await.live_key, "/members").await.body;
+    assert_eq!(empty["meta"]["last_page"], 1);
+}
+
+/// Following `links.next` visits every member exactly once, in order, even while members are
+/// being created during the walk.
+#[tokio::test]
+async fn walking_links_next_sees_each_member_exactly_once() {
+    let app = TestApp::spawn_with(|c| c.rate_limit_per_minute = 1_000_000).await;
+    let gym = app.gym("Walk").await;
+    let n = 1000;
+    let mut created = Vec::with_capacity(n);
+    for i in 0..n {
+        created.push(app.member(&gym.live_key, &format!("W{i}"), "Walker").await["id"].as_str().unwrap().to_string());
+    }
+    let mut seen = Vec::new();
+    let mut next = Some(format!("{}/api/v1/members?per_page=7", app.address));
+    let mut pages = 0;
+    while let Some(url) = next {
+        let path = url.strip_prefix(&format!("{}/api/v1", app.address)).unwrap().to_string();
+        let page = app.get(&gym.live_key, &path).await.body;
+        for m in page["data"].as_array().unwrap() {
+            seen.push(m["id"].as_str().unwrap().to_string());
+        }
+        assert_eq!(page["meta"]["total"], n, "the total of a pinned walk does not move");
+        // Someone keeps adding members while the walk goes on.
+        if pages % 20 == 0 {
+            app.member(&gym.live_key, "Late", "Comer").await;
+        }
+        pages += 1;
+        next = page["links"]["next"].as_str().map(str::to_string);
+    }
+    assert_eq!(pages, n.div_ceil(7));
+    let unique: HashSet<&String> = seen.iter().collect();
+    assert_eq!(unique.len(), n, "a member was seen twice or missed");
+    created.reverse();
+    assert_eq!(seen, created, "newest first, every member once");
+}
