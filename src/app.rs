@@ -7,6 +7,7 @@ use poem::{
     error::ResponseError,
     get, handler,
     http::{HeaderValue, StatusCode},
+    middleware::CatchPanic,
     web::Data,
 };
 use poem_openapi::OpenApiService;
@@ -68,7 +69,14 @@ pub fn openapi_service(state: &AppState) -> OpenApiService<Api<Handlers>, ()> {
 pub fn app(state: AppState) -> impl Endpoint<Output = Response> {
     let gate_state = state.clone();
     let api = openapi_service(&state).around(move |ep, req| gate(ep, req, gate_state.clone()));
-    Route::new().at("/healthz", get(healthz)).at("/readyz", get(readyz)).nest(API_BASE, api).data(state).around(edge)
+    Route::new()
+        .at("/healthz", get(healthz))
+        .at("/readyz", get(readyz))
+        .nest(API_BASE, api)
+        .data(state)
+        // A bug must still answer JSON; the panic itself is printed by the panic hook.
+        .with(CatchPanic::new().with_handler(|_| ApiError::internal(anyhow::anyhow!("handler panicked")).as_response()))
+        .around(edge)
 }
 
 /// Outermost layer: the request id, JSON for every error, one log line per request. Logs carry the

@@ -44,11 +44,12 @@ impl Page {
     }
 
     pub fn offset(&self) -> u64 {
-        ((self.page.max(1) - 1) as u64).saturating_mul(self.per_page as u64)
+        (self.page.max(1) as u64 - 1).saturating_mul(self.per_page.max(1) as u64)
     }
 
     pub fn last_page(&self) -> i64 {
-        ((self.total + self.per_page - 1) / self.per_page).max(1)
+        let per_page = self.per_page.max(1);
+        (self.total.max(0) / per_page + i64::from(self.total % per_page != 0)).max(1)
     }
 
     pub fn prev(&self) -> Option<i64> {
@@ -56,13 +57,17 @@ impl Page {
     }
 
     pub fn next(&self) -> Option<i64> {
-        (self.page < self.last_page()).then_some(self.page + 1)
+        (self.page < self.last_page()).then(|| self.page + 1)
     }
 
     /// Positions (from 1) of the first and last record of this page, `None` when it is empty.
     pub fn range(&self) -> (Option<i64>, Option<i64>) {
-        let first = self.offset() as i64 + 1;
-        if first > self.total { (None, None) } else { (Some(first), Some((first + self.per_page - 1).min(self.total))) }
+        match i64::try_from(self.offset()) {
+            Ok(offset) if offset < self.total => {
+                (Some(offset + 1), Some(offset.saturating_add(self.per_page).min(self.total)))
+            }
+            _ => (None, None),
+        }
     }
 
     pub fn link(&self, page: i64) -> String {
@@ -110,4 +115,25 @@ impl Page {
 /// RFC 3339 with microseconds and `Z`, as every time of the API is written.
 pub fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(page: i64, per_page: i64, total: i64) -> Page {
+        Page { page, per_page, as_of: Utc::now(), total, url: String::new(), filters: Vec::new() }
+    }
+
+    #[test]
+    fn arithmetic_holds_at_the_extremes() {
+        let p = page(i64::MAX, 100, 5);
+        assert_eq!((p.last_page(), p.next(), p.prev(), p.range()), (1, None, Some(1), (None, None)));
+        let p = page(3, 2, 5);
+        assert_eq!((p.last_page(), p.next(), p.prev(), p.range()), (3, None, Some(2), (Some(5), Some(5))));
+        let p = page(1, 25, 0);
+        assert_eq!((p.last_page(), p.next(), p.prev(), p.range()), (1, None, None, (None, None)));
+        let p = page(1, 100, i64::MAX);
+        assert_eq!(p.next(), Some(2));
+    }
 }

@@ -98,3 +98,18 @@ async fn nested_fields_are_named_with_dots() {
     assert_eq!(r.status, 422);
     assert!(r.body["errors"]["rows"].is_array(), "{}", r.body);
 }
+
+#[tokio::test]
+async fn extreme_page_numbers_answer_an_empty_page() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Extremes").await;
+    app.member(&gym.live_key, "Only", "One").await;
+    for path in ["/members", "/memberships", "/membership-subscriptions", "/attendance", "/products", "/purchases"] {
+        let r = app.get(&gym.live_key, &format!("{path}?page=9223372036854775807&per_page=100")).await;
+        assert_eq!(r.status, 200, "{path}");
+        assert_eq!(r.body["data"], json!([]));
+        assert_eq!(r.body["links"]["next"], serde_json::Value::Null);
+    }
+    let r = app.get(&gym.live_key, "/members?page=9223372036854775808").await;
+    assert_eq!(r.status, 422, "beyond a 64-bit integer is a bad parameter");
+}

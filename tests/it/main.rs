@@ -1,6 +1,9 @@
 //! Integration tests over real HTTP against the app. With `TEST_DATABASE_URL` set they run on
 //! PostgreSQL, each test in its own database; otherwise on SQLite files.
 
+// Tests may panic on anything: a panic is a failed assertion here.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 mod auth;

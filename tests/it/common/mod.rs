@@ -89,7 +89,6 @@ pub struct TestApp {
     /// `http://127.0.0.1:PORT`
     pub address: String,
     pub db: DatabaseConnection,
-    pub config: Config,
     pub database_url: String,
     pub client: reqwest::Client,
     pub dir: Option<tempfile::TempDir>,
@@ -145,7 +144,6 @@ impl TestApp {
         Self {
             address: format!("http://{addr}"),
             db,
-            config,
             database_url,
             client: reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap(),
             dir,
@@ -222,13 +220,4 @@ impl TestApp {
     pub fn raw(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
         self.client.request(method, format!("{}{path}", self.address))
     }
-}
-
-/// `n` members created through the API, oldest first.
-pub async fn members(app: &TestApp, key: &str, n: usize) -> Vec<Value> {
-    let mut out = Vec::new();
-    for i in 0..n {
-        out.push(app.member(key, &format!("First{i}"), &format!("Last{i}")).await);
-    }
-    out
 }
