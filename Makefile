@@ -1,0 +1,20 @@
+# Everyday commands; .ci/run runs the same checks.
+PG ?= postgres://postgres@127.0.0.1:5432/test
+REDIS ?= redis://127.0.0.1:6379
+
+.PHONY: fmt lint test test-pg openapi-check serve ci
+fmt:
+	cargo fmt --all
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+test:
+	cargo test --workspace
+test-pg:
+	TEST_DATABASE_URL=$(PG) TEST_REDIS_URL=$(REDIS) cargo test --workspace
+openapi-check:
+	cargo test --test it contract
+serve:
+	cargo run --release -- serve --demo
+ci:
+	bash .ci/run
