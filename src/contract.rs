@@ -182,6 +182,10 @@ impl Operation {
                 ParamLocation::Header => "header",
                 _ => "parameter",
             };
+            if raw.iter().any(|v| v.contains('\0')) {
+                errors.add(&p.name, format!("The {} {noun} must not contain the NUL character.", p.name));
+                continue;
+            }
             match raw.as_slice() {
                 [] if p.required => errors.add(&p.name, format!("The {} {noun} is required.", p.name)),
                 [] => {}
@@ -231,6 +235,7 @@ impl Operation {
                 return Err(errors);
             }
         };
+        nul_characters(&value, "", &mut errors);
         for e in validator.iter_errors(&value) {
             let base = dotted(e.instance_path().as_str());
             match e.kind() {
@@ -251,6 +256,28 @@ impl Operation {
             }
         }
         if errors.is_empty() { Ok(value) } else { Err(errors) }
+    }
+}
+
+/// Strings may not carry U+0000: PostgreSQL cannot store it, so no backend accepts it.
+fn nul_characters(value: &Value, path: &str, errors: &mut FieldErrors) {
+    match value {
+        Value::String(s) if s.contains('\0') => {
+            let field = if path.is_empty() { "body" } else { path };
+            let label = field.rsplit('.').next().unwrap_or(field);
+            errors.add(field, format!("The {label} field must not contain the NUL character."));
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                nul_characters(v, &join(path, &i.to_string()), errors);
+            }
+        }
+        Value::Object(map) => {
+            for (k, v) in map {
+                nul_characters(v, &join(path, k), errors);
+            }
+        }
+        _ => {}
     }
 }
 

@@ -113,3 +113,24 @@ async fn extreme_page_numbers_answer_an_empty_page() {
     let r = app.get(&gym.live_key, "/members?page=9223372036854775808").await;
     assert_eq!(r.status, 422, "beyond a 64-bit integer is a bad parameter");
 }
+
+/// PostgreSQL cannot store U+0000; no backend accepts it, and the client learns which field.
+#[tokio::test]
+async fn nul_characters_are_422_on_every_backend() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Nul").await;
+    let r = app.post(&gym.live_key, "/members", json!({"first_name": "A\u{0}B", "last_name": "C"})).await;
+    assert_eq!(r.status, 422);
+    assert!(r.body["errors"]["first_name"].is_array(), "{}", r.body);
+    let member = app.member(&gym.live_key, "Clean", "Name").await;
+    let r = app
+        .patch(&gym.live_key, &format!("/members/{}", member["id"].as_str().unwrap()), json!({"city": "\u{0}"}))
+        .await;
+    assert_eq!(r.status, 422);
+    let r = app.get(&gym.live_key, "/members?search=a%00b").await;
+    assert_eq!(r.status, 422);
+    assert!(r.body["errors"]["search"].is_array());
+    let rows = json!({"rows": [{"legacy_id": "1", "first_name": "x", "last_name": "y", "city": "a\u{0}"}]});
+    let r = app.post(&gym.live_key, "/import/members", rows).await;
+    assert!(r.body["errors"]["rows.0.city"].is_array(), "{}", r.body);
+}
