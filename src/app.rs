@@ -6,7 +6,7 @@ use poem::{
     Endpoint, EndpointExt, IntoResponse, Request, Response, Route,
     error::ResponseError,
     get, handler,
-    http::{HeaderValue, StatusCode},
+    http::{HeaderValue, StatusCode, header},
     middleware::CatchPanic,
     web::Data,
 };
@@ -22,8 +22,10 @@ use crate::{
     context::RequestContext,
     contract::{self, Contract, MAX_BODY_BYTES, RouteMatch},
     errors::{ApiError, json_response, to_json_error},
-    limits::{Decision, MemoryStore, RatePolicy, RedisStore, Store},
+    limits::{Decision, IdempotencyState, MemoryStore, RatePolicy, RedisStore, Store, StoredResponse},
 };
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
 
 /// Everything a request may need, shared by all of them.
 #[derive(Clone)]
@@ -172,9 +174,10 @@ async fn route<E: Endpoint>(
         }
         RouteMatch::Operation(op) => {
             let mut errors = op.validate_params(req.uri().query(), req.headers());
+            let mut body = Bytes::new();
             if op.has_body() {
                 let content_type = req.content_type().map(str::to_string);
-                let bytes = match req.take_body().into_bytes_limit(MAX_BODY_BYTES).await {
+                body = match req.take_body().into_bytes_limit(MAX_BODY_BYTES).await {
                     Ok(b) => b,
                     Err(_) => {
                         let limit = MAX_BODY_BYTES / 1024 / 1024;
@@ -182,17 +185,25 @@ async fn route<E: Endpoint>(
                         return ApiError::Validation(errors).as_response();
                     }
                 };
-                if let Err(body_errors) = op.validate_body(content_type.as_deref(), &bytes) {
+                if let Err(body_errors) = op.validate_body(content_type.as_deref(), &body) {
                     for (field, messages) in body_errors.0 {
                         for m in messages {
                             errors.add(field.clone(), m);
                         }
                     }
                 }
-                req.set_body(bytes);
+                req.set_body(body.clone());
             }
             if !errors.is_empty() {
                 return ApiError::Validation(errors).as_response();
+            }
+            let idempotency_key = req.headers().get(IDEMPOTENCY_KEY).and_then(|v| v.to_str().ok()).map(str::to_string);
+            if let (true, Some(key)) = (op.idempotent, idempotency_key) {
+                let base_url = base_url(&state.config, &req);
+                let scope = format!("{}:{}", tenant.gym_id, hex::encode(Sha256::digest(key.as_bytes())));
+                let fingerprint = request_fingerprint(req.method().as_str(), &path, req.uri().query(), &body);
+                req.extensions_mut().insert(RequestContext { tenant, base_url, path });
+                return idempotent(next, req, state, &scope, &fingerprint).await;
             }
         }
     }
@@ -201,6 +212,78 @@ async fn route<E: Endpoint>(
     match next.call(req).await {
         Ok(r) => r.into_response(),
         Err(e) => to_json_error(e),
+    }
+}
+
+const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// What makes two requests "the same" for an `Idempotency-Key`: method, path, query and body.
+fn request_fingerprint(method: &str, path: &str, query: Option<&str>, body: &[u8]) -> String {
+    let mut h = Sha256::new();
+    for part in [method.as_bytes(), b"\n", path.as_bytes(), b"?", query.unwrap_or_default().as_bytes(), b"\n"] {
+        h.update(part);
+    }
+    h.update(body);
+    hex::encode(h.finalize())
+}
+
+/// Runs a keyed write at most once: the first completed response (below 500) is kept for the
+/// idempotency window and sent again, byte for byte, to every repeat, with `Idempotency-Replayed`.
+async fn idempotent<E: Endpoint>(
+    next: Arc<E>,
+    req: Request,
+    state: &AppState,
+    scope: &str,
+    fingerprint: &str,
+) -> Response {
+    let store = &state.store;
+    match store.idempotency_begin(scope, fingerprint).await {
+        Err(e) => {
+            tracing::error!(error = %e, store = store.name(), "idempotency store unavailable; keyed write refused");
+            ApiError::ServiceUnavailable("The idempotency store is unavailable, so this write was not run. Retry later with the same Idempotency-Key.".into()).as_response()
+        }
+        Ok(IdempotencyState::Mismatch) => ApiError::invalid(
+            "Idempotency-Key",
+            "This Idempotency-Key was already used for a request with another method, path or body.",
+        )
+        .as_response(),
+        Ok(IdempotencyState::Running) => ApiError::IdempotencyConflict.as_response(),
+        Ok(IdempotencyState::Replay(stored)) => {
+            let mut builder = Response::builder()
+                .status(StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK))
+                .header("idempotency-replayed", "true");
+            if let Some(ct) = &stored.content_type {
+                builder = builder.content_type(ct.as_str());
+            }
+            builder.body(stored.body)
+        }
+        Ok(IdempotencyState::Started) => {
+            let response = match next.call(req).await {
+                Ok(r) => r.into_response(),
+                Err(e) => to_json_error(e),
+            };
+            let status = response.status();
+            if status.is_server_error() {
+                if let Err(e) = store.idempotency_abort(scope).await {
+                    tracing::warn!(error = %e, "could not free an idempotency key after a server error");
+                }
+                return response;
+            }
+            let (parts, body) = response.into_parts();
+            let bytes = match body.into_bytes().await {
+                Ok(b) => b,
+                Err(e) => return ApiError::internal(anyhow::anyhow!("cannot buffer the response: {e}")).as_response(),
+            };
+            let content_type =
+                parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
+            let stored = StoredResponse { status: status.as_u16(), content_type, body: bytes.to_vec() };
+            if let Err(e) = store.idempotency_complete(scope, fingerprint, &stored, state.config.idempotency_ttl).await
+            {
+                // The write happened; a retry within IDEMPOTENCY_LOCK still answers 409, later ones run again.
+                tracing::error!(error = %e, "could not keep the response of a keyed write");
+            }
+            Response::from_parts(parts, poem::Body::from(bytes))
+        }
     }
 }
 

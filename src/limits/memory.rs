@@ -6,17 +6,28 @@ use std::{
     time::Instant,
 };
 
-use super::{Decision, RatePolicy, Store, StoreError, retry_after_secs};
+use std::time::Duration;
 
-/// Sliding logs in a sharded map; each bucket keeps the instants of its counted requests.
+use super::{
+    Decision, IDEMPOTENCY_LOCK, IdempotencyRecord, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse,
+    retry_after_secs,
+};
+
+/// Sliding logs in a sharded map (each bucket keeps the instants of its counted requests), and
+/// idempotency records with their expiry.
 pub struct MemoryStore {
     shards: Vec<Mutex<HashMap<String, VecDeque<Instant>>>>,
+    idempotency: Mutex<HashMap<String, (IdempotencyRecord, Instant)>>,
 }
 
 impl Default for MemoryStore {
     fn default() -> Self {
-        Self { shards: (0..32).map(|_| Mutex::new(HashMap::new())).collect() }
+        Self { shards: (0..32).map(|_| Mutex::new(HashMap::new())).collect(), idempotency: Mutex::new(HashMap::new()) }
     }
+}
+
+fn poisoned<T>(_: T) -> StoreError {
+    StoreError::Backend("poisoned lock".into())
 }
 
 impl MemoryStore {
@@ -32,7 +43,7 @@ impl MemoryStore {
 impl Store for MemoryStore {
     async fn hit(&self, bucket: &str, policy: RatePolicy) -> Result<Decision, StoreError> {
         let now = Instant::now();
-        let mut map = self.shard(bucket).lock().map_err(|_| StoreError::Backend("poisoned lock".into()))?;
+        let mut map = self.shard(bucket).lock().map_err(poisoned)?;
         // Forget idle buckets now and then so the map does not grow without bound.
         if map.len() > 10_000 {
             map.retain(|_, log| log.back().is_some_and(|t| now.duration_since(*t) < policy.window));
@@ -55,6 +66,41 @@ impl Store for MemoryStore {
                 retry_after_secs: retry_after_secs(wait.as_millis() as i64),
             })
         }
+    }
+
+    async fn idempotency_begin(&self, key: &str, fingerprint: &str) -> Result<IdempotencyState, StoreError> {
+        let now = Instant::now();
+        let mut map = self.idempotency.lock().map_err(poisoned)?;
+        if map.len() > 10_000 {
+            map.retain(|_, (_, expires)| *expires > now);
+        }
+        match map.get(key).filter(|(_, expires)| *expires > now) {
+            None => {
+                let record = IdempotencyRecord { fingerprint: fingerprint.to_string(), response: None };
+                map.insert(key.to_string(), (record, now + IDEMPOTENCY_LOCK));
+                Ok(IdempotencyState::Started)
+            }
+            Some((record, _)) if record.fingerprint != fingerprint => Ok(IdempotencyState::Mismatch),
+            Some((IdempotencyRecord { response: None, .. }, _)) => Ok(IdempotencyState::Running),
+            Some((IdempotencyRecord { response: Some(r), .. }, _)) => Ok(IdempotencyState::Replay(r.clone())),
+        }
+    }
+
+    async fn idempotency_complete(
+        &self,
+        key: &str,
+        fingerprint: &str,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let record = IdempotencyRecord { fingerprint: fingerprint.to_string(), response: Some(response.clone()) };
+        self.idempotency.lock().map_err(poisoned)?.insert(key.to_string(), (record, Instant::now() + ttl));
+        Ok(())
+    }
+
+    async fn idempotency_abort(&self, key: &str) -> Result<(), StoreError> {
+        self.idempotency.lock().map_err(poisoned)?.remove(key);
+        Ok(())
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

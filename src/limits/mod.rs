@@ -42,12 +42,75 @@ pub enum StoreError {
     Backend(String),
 }
 
-/// Where limits live.
+/// A response kept for replay: what the client saw, byte for byte.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StoredResponse {
+    pub status: u16,
+    pub content_type: Option<String>,
+    #[serde(with = "base64_bytes")]
+    pub body: Vec<u8>,
+}
+
+mod base64_bytes {
+    use base64::{Engine as _, engine::general_purpose::STANDARD};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&STANDARD.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        STANDARD.decode(text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// What an `Idempotency-Key` already stands for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IdempotencyState {
+    /// Unknown key: it is now reserved for this request, which must `complete` or `abort` it.
+    Started,
+    /// A request with this key and fingerprint is still running.
+    Running,
+    /// The key was used with another method, path or body.
+    Mismatch,
+    /// The first response, to be sent again.
+    Replay(StoredResponse),
+}
+
+/// The record kept under an idempotency key.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub(crate) struct IdempotencyRecord {
+    pub fingerprint: String,
+    pub response: Option<StoredResponse>,
+}
+
+/// How long a started request holds its key if it never completes (the process died): after this,
+/// a retry with the same key runs again.
+pub const IDEMPOTENCY_LOCK: Duration = Duration::from_secs(60);
+
+/// Where limits and idempotency records live.
 #[async_trait::async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Counts one request of `bucket` against `policy` (sliding log: exact over any rolling window;
     /// refused requests are not counted).
     async fn hit(&self, bucket: &str, policy: RatePolicy) -> Result<Decision, StoreError>;
+
+    /// Looks up `key`, reserving it for this request (for `IDEMPOTENCY_LOCK`) when it is new. Atomic:
+    /// of many concurrent requests with one key, exactly one is `Started`.
+    async fn idempotency_begin(&self, key: &str, fingerprint: &str) -> Result<IdempotencyState, StoreError>;
+
+    /// Keeps the response of a started request for `ttl`.
+    async fn idempotency_complete(
+        &self,
+        key: &str,
+        fingerprint: &str,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Result<(), StoreError>;
+
+    /// Frees the key of a started request that must not be replayed (a 5xx), so the client may retry.
+    async fn idempotency_abort(&self, key: &str) -> Result<(), StoreError>;
 
     /// Whether the store answers (for `/readyz`).
     async fn ping(&self) -> Result<(), StoreError>;
