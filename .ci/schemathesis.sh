@@ -25,7 +25,7 @@ key=$(grep -o 'svc_live_[A-Za-z0-9]*' "$log" | head -1)
   --checks all \
   --exclude-operation-id-regex '^(import|getImportStatus|redeliverWebhookDelivery)' \
   --max-examples "${SCHEMATHESIS_MAX_EXAMPLES:-40}" \
-  --workers 2 \
+  --workers 1 \
   --seed 1 \
   --no-color
 if grep -q "panicked" "$log"; then
