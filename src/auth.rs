@@ -99,16 +99,13 @@ pub async fn authenticate(db: &DatabaseConnection, key: Option<&str>, now: DateT
     let key = key.ok_or(ApiError::Unauthorized)?;
     let env = parse_key(key).ok_or(ApiError::Unauthorized)?;
     let backend = db.get_database_backend();
-    let placeholder = match backend {
-        sea_orm::DatabaseBackend::Postgres => "$1",
-        _ => "?",
-    };
-    let sql = format!(
+    let sql = crate::counters::placeholders(
+        backend,
         "SELECT k.id AS key_id, k.gym_id, k.environment, k.expires_at, k.revoked_at, \
          g.parent_gym_id AS gym_parent_id, g.api_access, g.subscription_status, g.grace_ends_at, g.timezone, \
          s.id AS sandbox_id, s.timezone AS sandbox_timezone \
          FROM api_keys k JOIN gyms g ON g.id = k.gym_id LEFT JOIN gyms s ON s.parent_gym_id = g.id \
-         WHERE k.fingerprint = {placeholder}"
+         WHERE k.fingerprint = ?",
     );
     let row = KeyRow::find_by_statement(Statement::from_sql_and_values(backend, sql, [fingerprint(key).into()]))
         .one(db)
@@ -165,12 +162,10 @@ impl LastUsed {
             let backend = db.get_database_backend();
             let at = Utc::now();
             let cutoff = at - chrono::Duration::seconds(60);
-            let sql = match backend {
-                sea_orm::DatabaseBackend::Postgres => {
-                    "UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $3)"
-                }
-                _ => "UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)",
-            };
+            let sql = crate::counters::placeholders(
+                backend,
+                "UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)",
+            );
             let stmt = Statement::from_sql_and_values(backend, sql, [at.into(), key_id.into(), cutoff.into()]);
             if let Err(e) = db.execute(stmt).await {
                 tracing::warn!(error = %e, "could not record last_used_at");

@@ -15,6 +15,7 @@ use uuid::Uuid;
 use crate::{
     accounts::{self, Actor, new_id, now},
     context::Environment,
+    counters,
 };
 
 pub const DEMO_GYM_NAME: &str = "Demo Gym";
@@ -216,6 +217,7 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
             facility_id: Set(facilities[i % 5 / 4]),
             first_name: Set(first.into()),
             last_name: Set(last.into()),
+            search_text: Set(crate::api::search_text(first, last, Some(&email))),
             email_normalized: Set(Some(email.clone())),
             email: Set(Some(email)),
             phone: Set(Some(format!("+49 30 {:07}", rng.gen_range(0..10_000_000)))),
@@ -269,9 +271,13 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
             m.last_visit_at = Set(Some(*last));
         }
     }
+    let inactive = (0..members.len()).filter(|i| i % 9 == 0).count() as i64;
     for chunk in members.chunks(200) {
         member::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
     }
+    counters::add(&txn, gym_id, counters::MEMBERS, members.len() as i64).await?;
+    counters::add(&txn, gym_id, &counters::members_with_status("active"), members.len() as i64 - inactive).await?;
+    counters::add(&txn, gym_id, &counters::members_with_status("inactive"), inactive).await?;
     for chunk in entries.chunks(200) {
         attendance::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
     }

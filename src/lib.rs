@@ -13,6 +13,7 @@ pub mod cli;
 pub mod config;
 pub mod context;
 pub mod contract;
+pub mod counters;
 pub mod db;
 pub mod demo;
 pub mod errors;

@@ -82,7 +82,8 @@ impl Page {
     }
 
     /// Counts and fetches one page of `select`, newest first by `order` then `id`, limited to
-    /// records created at or before `as_of`.
+    /// records created at or before `as_of`. `known_total` skips the count when the caller has it
+    /// (from the gym's counters).
     pub async fn fetch<E, C>(
         &mut self,
         db: &C,
@@ -90,6 +91,7 @@ impl Page {
         created: E::Column,
         order: E::Column,
         id: E::Column,
+        known_total: Option<i64>,
     ) -> Result<Vec<E::Model>, ApiError>
     where
         E: EntityTrait,
@@ -97,9 +99,11 @@ impl Page {
         C: ConnectionTrait,
     {
         let select = select.filter(created.lte(self.as_of));
-        let total = select.clone().count(db).await?;
-        self.total = i64::try_from(total).unwrap_or(i64::MAX);
-        if self.offset() >= total {
+        self.total = match known_total {
+            Some(n) => n,
+            None => i64::try_from(select.clone().count(db).await?).unwrap_or(i64::MAX),
+        };
+        if self.offset() >= self.total.max(0) as u64 {
             return Ok(Vec::new());
         }
         Ok(select

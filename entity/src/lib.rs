@@ -5,6 +5,7 @@ pub mod api_key;
 pub mod attendance;
 pub mod facility;
 pub mod gym;
+pub mod gym_counter;
 pub mod import_counter;
 pub mod member;
 pub mod member_membership;

@@ -22,6 +22,8 @@ pub struct Model {
     pub status: String,
     pub legacy_id: Option<String>,
     pub visits_count: i64,
+    /// `"first last\nemail"`, Unicode-lowercased by the service; what `search` matches.
+    pub search_text: String,
     pub last_visit_at: Option<DateTimeUtc>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,

@@ -96,7 +96,7 @@ async fn list(h: &Handlers, ctx: &RequestContext, p: ListAttendanceParams) -> Re
     if let Some(t) = p.updated_since {
         select = select.filter(Column::UpdatedAt.gte(t));
     }
-    let rows = page.fetch(h.db(), select, Column::CreatedAt, Column::OccurredAt, Column::Id).await?;
+    let rows = page.fetch(h.db(), select, Column::CreatedAt, Column::OccurredAt, Column::Id, None).await?;
     Ok(AttendanceList { data: rows.into_iter().map(entry).collect(), links: links(&page), meta: meta(&page) })
 }
 

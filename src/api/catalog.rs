@@ -88,7 +88,7 @@ impl MembershipsApi for Handlers {
         if let Some(t) = p.updated_since {
             select = select.filter(Column::UpdatedAt.gte(t));
         }
-        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id).await?;
+        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id, None).await?;
         Ok(ListMembershipPlansResponse::Ok(Json(MembershipPlanList {
             data: rows.into_iter().map(membership_plan).collect(),
             links: links(&page),
@@ -125,7 +125,7 @@ impl SubscriptionsApi for Handlers {
         if let Some(t) = p.updated_since {
             select = select.filter(Column::UpdatedAt.gte(t));
         }
-        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id).await?;
+        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id, None).await?;
         Ok(ListSubscriptionPlansResponse::Ok(Json(SubscriptionPlanList {
             data: rows.into_iter().map(subscription_plan).collect(),
             links: links(&page),
@@ -166,7 +166,7 @@ impl ProductsApi for Handlers {
         if let Some(t) = p.updated_since {
             select = select.filter(Column::UpdatedAt.gte(t));
         }
-        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id).await?;
+        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id, None).await?;
         Ok(ListProductsResponse::Ok(Json(ProductList {
             data: rows.into_iter().map(product).collect(),
             links: links(&page),
@@ -207,7 +207,7 @@ impl PurchasesApi for Handlers {
         if let Some(t) = p.updated_since {
             select = select.filter(Column::UpdatedAt.gte(t));
         }
-        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::PurchasedAt, Column::Id).await?;
+        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::PurchasedAt, Column::Id, None).await?;
         Ok(ListPurchasesResponse::Ok(Json(PurchaseList {
             data: rows.into_iter().map(purchase).collect(),
             links: links(&page),

@@ -3,8 +3,8 @@
 use entity::member;
 use poem_openapi::{payload::Json, types::MaybeUndefined};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set,
-    sea_query::{BinOper, Expr, Func, LikeExpr, SimpleExpr},
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set, TransactionTrait,
+    sea_query::{Expr, LikeExpr},
 };
 use uuid::Uuid;
 
@@ -12,6 +12,7 @@ use super::{Handlers, generated::*, links, meta, parse_id};
 use crate::{
     accounts::{self, is_unique_violation, new_id, now},
     context::RequestContext,
+    counters,
     errors::{ApiError, FieldErrors},
     pagination::Page,
     types::Date,
@@ -41,7 +42,7 @@ pub fn record(m: member::Model) -> Member {
     }
 }
 
-/// `%term%` for LIKE, with the wildcards of the term escaped (`\` is the escape character).
+/// `%term%` for LIKE, lowercased, with the wildcards of the term escaped (`\\` escapes).
 fn like_pattern(term: &str) -> String {
     let mut p = String::with_capacity(term.len() + 2);
     p.push('%');
@@ -55,21 +56,11 @@ fn like_pattern(term: &str) -> String {
     p
 }
 
-/// First name, last name, "first last" and email, case-insensitively, on SQLite and PostgreSQL.
-fn search_condition(term: &str) -> SimpleExpr {
-    let pattern = like_pattern(term.trim());
-    let like = |e: SimpleExpr| Expr::expr(e).like(LikeExpr::new(pattern.clone()).escape('\\'));
-    let lower = |c: member::Column| SimpleExpr::from(Func::lower(Expr::col(c)));
-    // `first_name || ' ' || last_name`, the same SQL on SQLite and PostgreSQL.
-    let concat = BinOper::Custom("||");
-    let full_name = Expr::col(member::Column::FirstName)
-        .binary(concat, Expr::val(" "))
-        .binary(concat, Expr::col(member::Column::LastName));
-    let full = SimpleExpr::from(Func::lower(full_name));
-    like(lower(member::Column::FirstName))
-        .or(like(lower(member::Column::LastName)))
-        .or(like(full))
-        .or(like(Expr::col(member::Column::EmailNormalized).into()))
+/// What `search` matches: `"first last\nemail"`, lowercased here (Unicode, identical on every
+/// backend; SQLite's own `lower()` only knows ASCII). The newline keeps a term from spanning the
+/// name and the email.
+pub fn search_text(first_name: &str, last_name: &str, email: Option<&str>) -> String {
+    format!("{first_name} {last_name}\n{}", email.unwrap_or_default()).to_lowercase()
 }
 
 async fn find(db: &impl ConnectionTrait, gym_id: Uuid, id: &str) -> Result<member::Model, ApiError> {
@@ -127,14 +118,30 @@ impl MembersApi for Handlers {
         if let Some(s) = p.status {
             select = select.filter(member::Column::Status.eq(s.as_str()));
         }
-        if let Some(term) = p.search.as_deref().filter(|t| !t.trim().is_empty()) {
-            select = select.filter(search_condition(term));
+        let search = p.search.as_deref().map(str::trim).filter(|t| !t.is_empty());
+        if let Some(term) = search {
+            select = select
+                .filter(Expr::col(member::Column::SearchText).like(LikeExpr::new(like_pattern(term)).escape('\\')));
         }
         if let Some(t) = p.updated_since {
             select = select.filter(member::Column::UpdatedAt.gte(t));
         }
+        // Without search or updated_since the total comes from the gym's counters.
+        let known_total = match (search, p.updated_since) {
+            (None, None) => Some(
+                counters::members_as_of(self.db(), ctx.tenant.gym_id, p.status.map(|s| s.as_str()), page.as_of).await?,
+            ),
+            _ => None,
+        };
         let rows = page
-            .fetch(self.db(), select, member::Column::CreatedAt, member::Column::CreatedAt, member::Column::Id)
+            .fetch(
+                self.db(),
+                select,
+                member::Column::CreatedAt,
+                member::Column::CreatedAt,
+                member::Column::Id,
+                known_total,
+            )
             .await?;
         Ok(ListMembersResponse::Ok(Json(MemberList {
             data: rows.into_iter().map(record).collect(),
@@ -163,12 +170,16 @@ impl MembersApi for Handlers {
             }
         };
         let at = now();
+        let status = b.status.unwrap_or(MemberStatus::Active).as_str();
+        let text = search_text(&b.first_name, &b.last_name, email.as_deref());
+        let txn = self.db().begin().await?;
         let model = member::ActiveModel {
             id: Set(new_id()),
             gym_id: Set(gym_id),
             facility_id: Set(facility_id),
             first_name: Set(b.first_name),
             last_name: Set(b.last_name),
+            search_text: Set(text),
             email_normalized: Set(email.as_ref().map(|e| e.to_lowercase())),
             email: Set(email),
             phone: Set(b.phone.take()),
@@ -176,16 +187,19 @@ impl MembersApi for Handlers {
             date_of_birth: Set(b.date_of_birth.take().map(|d| d.0)),
             city: Set(b.city.take()),
             country: Set(b.country.take()),
-            status: Set(b.status.unwrap_or(MemberStatus::Active).as_str().to_string()),
+            status: Set(status.to_string()),
             legacy_id: Set(None),
             visits_count: Set(0),
             last_visit_at: Set(None),
             created_at: Set(at),
             updated_at: Set(at),
         }
-        .insert(self.db())
+        .insert(&txn)
         .await
         .map_err(email_taken)?;
+        counters::add(&txn, gym_id, counters::MEMBERS, 1).await?;
+        counters::add(&txn, gym_id, &counters::members_with_status(status), 1).await?;
+        txn.commit().await.map_err(email_taken)?;
         Ok(CreateMemberResponse::Created(Json(record(model))))
     }
 
@@ -216,9 +230,11 @@ impl MembersApi for Handlers {
 /// PUT and PATCH alike: only the given fields change; `null` clears an optional field.
 async fn update(h: &Handlers, ctx: &RequestContext, id: &str, b: MemberUpdate) -> Result<Member, ApiError> {
     let gym_id = ctx.tenant.gym_id;
-    let current = find(h.db(), gym_id, id).await?;
+    let txn = h.db().begin().await?;
+    let current = find(&txn, gym_id, id).await?;
     let new_email: MaybeUndefined<String> = b.email.map_value(|e| e.0);
-    check_references(h.db(), gym_id, Some(current.id), new_email.value().map(String::as_str), b.facility_id).await?;
+    check_references(&txn, gym_id, Some(current.id), new_email.value().map(String::as_str), b.facility_id).await?;
+    let old_status = current.status.clone();
     let mut m: member::ActiveModel = current.into();
     if let Some(v) = b.first_name {
         m.first_name = Set(v);
@@ -242,7 +258,18 @@ async fn update(h: &Handlers, ctx: &RequestContext, id: &str, b: MemberUpdate) -
     set_optional(&mut m.city, b.city);
     set_optional(&mut m.country, b.country);
     m.updated_at = Set(now());
-    let saved = m.update(h.db()).await.map_err(email_taken)?;
+    let mut saved = m.update(&txn).await.map_err(email_taken)?;
+    let text = search_text(&saved.first_name, &saved.last_name, saved.email.as_deref());
+    if saved.search_text != text {
+        let mut m: member::ActiveModel = saved.into();
+        m.search_text = Set(text);
+        saved = m.update(&txn).await?;
+    }
+    if saved.status != old_status {
+        counters::add(&txn, gym_id, &counters::members_with_status(&old_status), -1).await?;
+        counters::add(&txn, gym_id, &counters::members_with_status(&saved.status), 1).await?;
+    }
+    txn.commit().await.map_err(email_taken)?;
     Ok(record(saved))
 }
 

@@ -10,6 +10,8 @@ mod members;
 mod statistics;
 mod webhooks;
 
+pub use members::search_text;
+
 use generated::{Money, PaginationLinks, PaginationMeta};
 use uuid::Uuid;
 

@@ -258,3 +258,79 @@ async fn walking_links_next_sees_each_member_exactly_once() {
     created.reverse();
     assert_eq!(seen, created, "newest first, every member once");
 }
+
+/// The totals from the gym's counters equal a real count, through creates, status changes and
+/// concurrent writes (`updated_since` far in the past forces the counting path).
+#[tokio::test]
+async fn counted_totals_stay_exact() {
+    let app = std::sync::Arc::new(TestApp::spawn().await);
+    let gym = app.gym("Counters").await;
+    let other = app.gym("Other").await;
+    app.member(&other.live_key, "Noise", "Elsewhere").await;
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let (app, key) = (app.clone(), gym.live_key.clone());
+        tasks.push(tokio::spawn(async move {
+            let status = if i % 4 == 0 { "inactive" } else { "active" };
+            app.post(&key, "/members", json!({"first_name": format!("C{i}"), "last_name": "X", "status": status}))
+                .await
+                .body
+        }));
+    }
+    let mut created = Vec::new();
+    for t in tasks {
+        created.push(t.await.unwrap());
+    }
+    for m in created.iter().take(3) {
+        let r = app
+            .patch(&gym.live_key, &format!("/members/{}", m["id"].as_str().unwrap()), json!({"status": "inactive"}))
+            .await;
+        assert_eq!(r.status, 200);
+    }
+    // A duplicate email fails inside the transaction: the counters must not move.
+    app.post(&gym.live_key, "/members", json!({"first_name": "D", "last_name": "D", "email": "dup@example.com"})).await;
+    assert_eq!(
+        app.post(&gym.live_key, "/members", json!({"first_name": "E", "last_name": "E", "email": "dup@example.com"}))
+            .await
+            .status,
+        422
+    );
+    // 15 active and 5 inactive created; two actives made inactive (the first was inactive already); one more active.
+    for (filter, expected) in [("", 21), ("status=active", 14), ("status=inactive", 7)] {
+        let counted = app.get(&gym.live_key, &format!("/members?{filter}")).await.body["meta"]["total"].clone();
+        let sep = if filter.is_empty() { "" } else { "&" };
+        let real = app
+            .get(&gym.live_key, &format!("/members?{filter}{sep}updated_since=2000-01-01T00:00:00Z"))
+            .await
+            .body["meta"]["total"]
+            .clone();
+        assert_eq!((counted.clone(), real), (json!(expected), json!(expected)), "filter {filter:?}");
+    }
+    let stats = app.get(&gym.live_key, "/statistics").await.body;
+    assert_eq!(stats["members"], json!({"total": 21, "active": 14, "inactive": 7}));
+}
+
+#[tokio::test]
+async fn search_folds_case_beyond_ascii_on_every_backend() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Unicode").await;
+    let m = app
+        .post(
+            &gym.live_key,
+            "/members",
+            json!({"first_name": "JÜRGEN", "last_name": "ÖZDEMİR", "email": "J@Example.com"}),
+        )
+        .await
+        .body;
+    for term in ["jürgen", "JÜRGEN", "Jürgen%20Öz", "j%40example"] {
+        let r = app.get(&gym.live_key, &format!("/members?search={term}")).await.body;
+        assert_eq!(r["meta"]["total"], 1, "search {term}");
+        assert_eq!(r["data"][0]["id"], m["id"]);
+    }
+    // A term never spans the name and the email.
+    assert_eq!(app.get(&gym.live_key, "/members?search=zdemi%CC%87r%20j").await.body["meta"]["total"], 0);
+    // Renaming updates what search finds.
+    app.patch(&gym.live_key, &format!("/members/{}", m["id"].as_str().unwrap()), json!({"first_name": "Hans"})).await;
+    assert_eq!(app.get(&gym.live_key, "/members?search=j%C3%BCrgen").await.body["meta"]["total"], 0);
+    assert_eq!(app.get(&gym.live_key, "/members?search=hans").await.body["meta"]["total"], 1);
+}

@@ -1,0 +1,18 @@
+use sea_orm::entity::prelude::*;
+
+/// A running count per gym (`members`, `members.active`, ...), written in the same transaction as
+/// the rows it counts.
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "gym_counters")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub gym_id: Uuid,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub name: String,
+    pub value: i64,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
