@@ -173,8 +173,8 @@ async fn pg_transactions(db: &DatabaseConnection) -> Option<i64> {
     if db.get_database_backend() != sea_orm::DatabaseBackend::Postgres {
         return None;
     }
-    // Statistics are flushed at most once a second; wait for them to settle.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Backends flush their statistics lazily (at most every 10 s when idle); let them settle.
+    tokio::time::sleep(Duration::from_secs(11)).await;
     let row = db
         .query_one(Statement::from_string(
             sea_orm::DatabaseBackend::Postgres,

@@ -3,6 +3,10 @@
 //! Every write that adds, removes or re-labels a member changes its counters in the same
 //! transaction, so `members` and `members.<status>` always equal the rows they count. A list pinned
 //! at `as_of` subtracts the rows created after it, an index range that is empty or tiny.
+//!
+//! The rule for every writer of a counted table (see [`ALL`]): change the counters in the same
+//! transaction (`add`), or rebuild them after a bulk load (`recount`). The demo data test compares
+//! every counted total with a real count.
 
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, Statement, Value};
@@ -10,7 +14,8 @@ use uuid::Uuid;
 
 pub const MEMBERS: &str = "members";
 
-/// The counter of members with a status: `members.active`, `members.inactive`.
+/// The counter of members with a status: `members.active`, `members.inactive`. Every counted
+/// list has the same two kinds of counter: `<table>` and `<table>.<label value>`.
 pub fn members_with_status(status: &str) -> String {
     format!("{MEMBERS}.{status}")
 }
@@ -54,30 +59,78 @@ struct Count {
     n: i64,
 }
 
-/// Members of a gym (optionally of one status) created at or before `as_of`: the counter minus
-/// the rows created after `as_of`, in one statement, so both parts see one snapshot.
-pub async fn members_as_of(
+/// A counted list: its table and the one column whose values have counters of their own.
+#[derive(Clone, Copy, Debug)]
+pub struct Counted {
+    pub table: &'static str,
+    pub label: &'static str,
+}
+
+pub const MEMBER_ROWS: Counted = Counted { table: "members", label: "status" };
+pub const MEMBERSHIP_PLAN_ROWS: Counted = Counted { table: "membership_plans", label: "status" };
+pub const SUBSCRIPTION_PLAN_ROWS: Counted = Counted { table: "subscription_plans", label: "status" };
+pub const PRODUCT_ROWS: Counted = Counted { table: "products", label: "status" };
+pub const PURCHASE_ROWS: Counted = Counted { table: "purchases", label: "payment_status" };
+pub const ATTENDANCE_ROWS: Counted = Counted { table: "attendance", label: "status" };
+pub const ALL: [Counted; 6] =
+    [MEMBER_ROWS, MEMBERSHIP_PLAN_ROWS, SUBSCRIPTION_PLAN_ROWS, PRODUCT_ROWS, PURCHASE_ROWS, ATTENDANCE_ROWS];
+
+/// Rows of a gym's list (optionally with one label value) created at or before `as_of`: the
+/// counter minus the rows created after `as_of`, in one statement, so both parts see one snapshot.
+pub async fn total_as_of(
     db: &impl ConnectionTrait,
     gym_id: Uuid,
-    status: Option<&str>,
+    list: Counted,
+    label: Option<&str>,
     as_of: DateTime<Utc>,
 ) -> Result<i64, DbErr> {
     let backend = db.get_database_backend();
-    let name = status.map_or_else(|| MEMBERS.to_string(), members_with_status);
-    let (status_filter, mut values): (&str, Vec<Value>) = match status {
-        Some(s) => (" AND status = ?", vec![gym_id.into(), name.into(), gym_id.into(), s.into()]),
-        None => ("", vec![gym_id.into(), name.into(), gym_id.into()]),
+    let Counted { table, label: column } = list;
+    let name = label.map_or_else(|| table.to_string(), |v| format!("{table}.{v}"));
+    let (label_filter, mut values): (String, Vec<Value>) = match label {
+        Some(v) => (format!(" AND {column} = ?"), vec![gym_id.into(), name.into(), gym_id.into(), v.into()]),
+        None => (String::new(), vec![gym_id.into(), name.into(), gym_id.into()]),
     };
     values.push(as_of.into());
     let sql = placeholders(
         backend,
         &format!(
             "SELECT CAST(COALESCE((SELECT value FROM gym_counters WHERE gym_id = ? AND name = ?), 0) \
-             - (SELECT COUNT(*) FROM members WHERE gym_id = ?{status_filter} AND created_at > ?) AS BIGINT) AS n"
+             - (SELECT COUNT(*) FROM {table} WHERE gym_id = ?{label_filter} AND created_at > ?) AS BIGINT) AS n"
         ),
     );
     let row = Count::find_by_statement(Statement::from_sql_and_values(backend, sql, values)).one(db).await?;
     Ok(row.map_or(0, |c| c.n.max(0)))
+}
+
+/// Members of a gym (optionally of one status) created at or before `as_of`.
+pub async fn members_as_of(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    status: Option<&str>,
+    as_of: DateTime<Utc>,
+) -> Result<i64, DbErr> {
+    total_as_of(db, gym_id, MEMBER_ROWS, status, as_of).await
+}
+
+/// Rebuilds every counter of a gym from its rows (after a bulk load, or to repair).
+pub async fn recount(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<(), DbErr> {
+    let backend = db.get_database_backend();
+    let run =
+        |sql: String, values: Vec<Value>| Statement::from_sql_and_values(backend, placeholders(backend, &sql), values);
+    db.execute(run("DELETE FROM gym_counters WHERE gym_id = ?".into(), vec![gym_id.into()])).await?;
+    for Counted { table, label } in ALL {
+        db.execute(run(
+            format!(
+                "INSERT INTO gym_counters (gym_id, name, value) \
+                 SELECT gym_id, '{table}', COUNT(*) FROM {table} WHERE gym_id = ? GROUP BY gym_id \
+                 UNION ALL SELECT gym_id, '{table}.' || {label}, COUNT(*) FROM {table} WHERE gym_id = ? GROUP BY gym_id, {label}"
+            ),
+            vec![gym_id.into(), gym_id.into()],
+        ))
+        .await?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -271,13 +271,9 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
             m.last_visit_at = Set(Some(*last));
         }
     }
-    let inactive = (0..members.len()).filter(|i| i % 9 == 0).count() as i64;
     for chunk in members.chunks(200) {
         member::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
     }
-    counters::add(&txn, gym_id, counters::MEMBERS, members.len() as i64).await?;
-    counters::add(&txn, gym_id, &counters::members_with_status("active"), members.len() as i64 - inactive).await?;
-    counters::add(&txn, gym_id, &counters::members_with_status("inactive"), inactive).await?;
     for chunk in entries.chunks(200) {
         attendance::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
     }
@@ -371,6 +367,7 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
     for chunk in sales.chunks(200) {
         purchase::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
     }
+    counters::recount(&txn, gym_id).await?;
     txn.commit().await?;
     Ok(())
 }

@@ -9,6 +9,7 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use super::{Handlers, generated::*, links, meta};
 use crate::{
     context::RequestContext,
+    counters,
     errors::{ApiError, FieldErrors},
     pagination::{Page, rfc3339},
 };
@@ -96,7 +97,10 @@ async fn list(h: &Handlers, ctx: &RequestContext, p: ListAttendanceParams) -> Re
     if let Some(t) = p.updated_since {
         select = select.filter(Column::UpdatedAt.gte(t));
     }
-    let rows = page.fetch(h.db(), select, Column::CreatedAt, Column::OccurredAt, Column::Id, None).await?;
+    let countable = p.member_id.is_none() && from.is_none() && to.is_none() && p.updated_since.is_none();
+    let status = p.status.map(|s| s.as_str());
+    let known = super::catalog::known_total(h, ctx, &page, countable, counters::ATTENDANCE_ROWS, status).await?;
+    let rows = page.fetch(h.db(), select, Column::CreatedAt, Column::OccurredAt, Column::Id, known).await?;
     Ok(AttendanceList { data: rows.into_iter().map(entry).collect(), links: links(&page), meta: meta(&page) })
 }
 

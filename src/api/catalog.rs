@@ -7,6 +7,7 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use super::{Handlers, generated::*, links, meta, money, parse_id};
 use crate::{
     context::RequestContext,
+    counters,
     errors::ApiError,
     pagination::{Page, rfc3339},
 };
@@ -75,6 +76,21 @@ fn purchase(m: purchase::Model) -> Purchase {
     }
 }
 
+/// The list's total from the gym's counters, when the filters are ones the counters know.
+pub(super) async fn known_total(
+    h: &Handlers,
+    ctx: &RequestContext,
+    page: &Page,
+    countable: bool,
+    list: counters::Counted,
+    label: Option<&str>,
+) -> Result<Option<i64>, ApiError> {
+    if !countable {
+        return Ok(None);
+    }
+    Ok(Some(counters::total_as_of(h.db(), ctx.tenant.gym_id, list, label, page.as_of).await?))
+}
+
 impl MembershipsApi for Handlers {
     async fn list_membership_plans(
         &self,
@@ -88,7 +104,9 @@ impl MembershipsApi for Handlers {
         if let Some(t) = p.updated_since {
             select = select.filter(Column::UpdatedAt.gte(t));
         }
-        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id, None).await?;
+        let known =
+            known_total(self, ctx, &page, p.updated_since.is_none(), counters::MEMBERSHIP_PLAN_ROWS, None).await?;
+        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id, known).await?;
         Ok(ListMembershipPlansResponse::Ok(Json(MembershipPlanList {
             data: rows.into_iter().map(membership_plan).collect(),
             links: links(&page),
@@ -125,7 +143,9 @@ impl SubscriptionsApi for Handlers {
         if let Some(t) = p.updated_since {
             select = select.filter(Column::UpdatedAt.gte(t));
         }
-        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id, None).await?;
+        let known =
+            known_total(self, ctx, &page, p.updated_since.is_none(), counters::SUBSCRIPTION_PLAN_ROWS, None).await?;
+        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id, known).await?;
         Ok(ListSubscriptionPlansResponse::Ok(Json(SubscriptionPlanList {
             data: rows.into_iter().map(subscription_plan).collect(),
             links: links(&page),
@@ -166,7 +186,9 @@ impl ProductsApi for Handlers {
         if let Some(t) = p.updated_since {
             select = select.filter(Column::UpdatedAt.gte(t));
         }
-        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id, None).await?;
+        let status = p.status.map(|s| s.as_str());
+        let known = known_total(self, ctx, &page, p.updated_since.is_none(), counters::PRODUCT_ROWS, status).await?;
+        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id, known).await?;
         Ok(ListProductsResponse::Ok(Json(ProductList {
             data: rows.into_iter().map(product).collect(),
             links: links(&page),
@@ -207,7 +229,10 @@ impl PurchasesApi for Handlers {
         if let Some(t) = p.updated_since {
             select = select.filter(Column::UpdatedAt.gte(t));
         }
-        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::PurchasedAt, Column::Id, None).await?;
+        let status = p.payment_status.map(|s| s.as_str());
+        let countable = p.updated_since.is_none() && p.member_id.is_none();
+        let known = known_total(self, ctx, &page, countable, counters::PURCHASE_ROWS, status).await?;
+        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::PurchasedAt, Column::Id, known).await?;
         Ok(ListPurchasesResponse::Ok(Json(PurchaseList {
             data: rows.into_iter().map(purchase).collect(),
             links: links(&page),

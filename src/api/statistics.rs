@@ -2,20 +2,14 @@
 
 use chrono::{Datelike, NaiveDate, TimeZone, Utc};
 use chrono_tz::Tz;
-use entity::{facility, member, member_membership, purchase};
+use entity::{facility, member_membership, purchase};
 use poem_openapi::payload::Json;
 use sea_orm::{
     ColumnTrait, Condition, EntityTrait, FromQueryResult, PaginatorTrait, QueryFilter, QuerySelect, sea_query::Expr,
 };
 
 use super::{Handlers, generated::*, money};
-use crate::{accounts::now, context::RequestContext, errors::ApiError, types::Date};
-
-#[derive(FromQueryResult)]
-struct StatusCount {
-    status: String,
-    n: i64,
-}
+use crate::{accounts::now, context::RequestContext, counters, errors::ApiError, types::Date};
 
 #[derive(FromQueryResult)]
 struct CurrencySum {
@@ -42,21 +36,11 @@ impl StatisticsApi for Handlers {
         let at = now();
         let today = at.with_timezone(&tz).date_naive();
 
-        let counts = member::Entity::find()
-            .select_only()
-            .column(member::Column::Status)
-            .column_as(Expr::col(member::Column::Id).count(), "n")
-            .filter(member::Column::GymId.eq(gym_id))
-            .group_by(member::Column::Status)
-            .into_model::<StatusCount>()
-            .all(db)
-            .await?;
-        let count_of = |s: &str| counts.iter().filter(|c| c.status == s).map(|c| c.n).sum::<i64>();
-        let members = MemberCounts {
-            total: counts.iter().map(|c| c.n).sum(),
-            active: count_of("active"),
-            inactive: count_of("inactive"),
-        };
+        // Member counts come from the gym's counters, kept exact in every write's transaction.
+        let total = counters::members_as_of(db, gym_id, None, at).await?;
+        let active = counters::members_as_of(db, gym_id, Some("active"), at).await?;
+        let inactive = counters::members_as_of(db, gym_id, Some("inactive"), at).await?;
+        let members = MemberCounts { total, active, inactive };
 
         let active_memberships = member_membership::Entity::find()
             .filter(member_membership::Column::GymId.eq(gym_id))

@@ -194,6 +194,26 @@ async fn demo_keys_work_against_the_demo_data() {
         assert!(r.body["meta"]["total"].as_i64().unwrap() > 0, "{path} is empty in the demo");
     }
     assert!(app.get(live, "/statistics").await.body["members"]["total"].as_i64().unwrap() >= 300);
+    // Every total served from the gym's counters equals a real count (updated_since forces one).
+    for path in [
+        "/members",
+        "/members?status=inactive",
+        "/memberships",
+        "/membership-subscriptions",
+        "/products",
+        "/products?status=inactive",
+        "/purchases",
+        "/purchases?payment_status=paid",
+        "/attendance",
+        "/attendance?status=denied",
+    ] {
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let counted = app.get(live, path).await.body["meta"]["total"].clone();
+        let real = app.get(live, &format!("{path}{sep}updated_since=2000-01-01T00:00:00Z")).await.body["meta"]["total"]
+            .clone();
+        assert_eq!(counted, real, "{path}");
+        assert!(real.as_i64().unwrap() > 0, "{path}");
+    }
     assert_eq!(app.get(test, "/members").await.body["meta"]["total"], 0, "the sandbox starts empty");
     // Keys printed by an earlier run were revoked.
     assert_eq!(app.get(first["live_key"].as_str().unwrap(), "/members").await.status, 401);
