@@ -251,5 +251,11 @@ async fn main() {
     explain(&db, "Count of GET /attendance?member_id=…&from=…&to=…", &format!(
         "SELECT COUNT(*) FROM attendance WHERE gym_id = '{g}' AND member_id = '{member}' AND occurred_at >= '{month_ago}' AND occurred_at < '{today}'::date + 1 AND created_at <= now()"
     )).await;
+    explain(&db, "Page 1 of GET /attendance", &format!(
+        "SELECT * FROM attendance WHERE gym_id = '{g}' AND created_at <= now() ORDER BY occurred_at DESC, id DESC LIMIT 25"
+    )).await;
+    explain(&db, "Page 1 of GET /members?search=torvalds12345", &format!(
+        "SELECT * FROM members WHERE gym_id = '{g}' AND search_text LIKE '%torvalds12345%' ESCAPE '\\' AND created_at <= now() ORDER BY created_at DESC, id DESC LIMIT 25"
+    )).await;
     exec(&admin, &format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await;
 }

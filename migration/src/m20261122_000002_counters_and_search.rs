@@ -50,6 +50,21 @@ impl MigrationTrait for Migration {
             )
             .await?;
 
+        // A counted total subtracts the rows created after `as_of`: every counted table needs a
+        // `(gym_id, created_at)` index for that range (members and the catalogues have one).
+        for table in ["attendance", "purchases"] {
+            manager
+                .create_index(
+                    Index::create()
+                        .name(format!("ix_{table}_gym_created"))
+                        .table(a(table))
+                        .col(a("gym_id"))
+                        .col(a("created_at"))
+                        .to_owned(),
+                )
+                .await?;
+        }
+
         // Backfill what earlier versions wrote: counts, and search text (lowercased in SQL here;
         // the service rewrites it with Unicode lowercasing on the next change of the member).
         let db = manager.get_connection();
@@ -84,6 +99,11 @@ impl MigrationTrait for Migration {
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         if manager.get_database_backend() == sea_orm::DatabaseBackend::Postgres {
             manager.get_connection().execute_unprepared("DROP INDEX IF EXISTS ix_members_search_trgm").await?;
+        }
+        for table in ["attendance", "purchases"] {
+            manager
+                .drop_index(Index::drop().name(format!("ix_{table}_gym_created")).table(a(table)).to_owned())
+                .await?;
         }
         manager.alter_table(Table::alter().table(a("members")).drop_column(a("search_text")).to_owned()).await?;
         manager.drop_table(Table::drop().table(a("gym_counters")).if_exists().to_owned()).await

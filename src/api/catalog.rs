@@ -4,7 +4,7 @@ use entity::{membership_plan, product, purchase, subscription_plan};
 use poem_openapi::payload::Json;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
-use super::{Handlers, generated::*, links, meta, money, parse_id};
+use super::{Handlers, find_in_gym, generated::*, links, meta, money};
 use crate::{
     context::RequestContext,
     counters,
@@ -120,12 +120,7 @@ impl MembershipsApi for Handlers {
         p: GetMembershipPlanParams,
     ) -> Result<GetMembershipPlanResponse, ApiError> {
         use membership_plan::{Column, Entity};
-        let kind = "membership plan";
-        let m = Entity::find_by_id(parse_id(kind, &p.id)?)
-            .filter(Column::GymId.eq(ctx.tenant.gym_id))
-            .one(self.db())
-            .await?
-            .ok_or_else(|| ApiError::not_found(kind, &p.id))?;
+        let m = find_in_gym::<Entity>(self.db(), Column::GymId, ctx.tenant.gym_id, "membership plan", &p.id).await?;
         Ok(GetMembershipPlanResponse::Ok(Json(membership_plan(m))))
     }
 }
@@ -159,12 +154,7 @@ impl SubscriptionsApi for Handlers {
         p: GetSubscriptionPlanParams,
     ) -> Result<GetSubscriptionPlanResponse, ApiError> {
         use subscription_plan::{Column, Entity};
-        let kind = "subscription plan";
-        let m = Entity::find_by_id(parse_id(kind, &p.id)?)
-            .filter(Column::GymId.eq(ctx.tenant.gym_id))
-            .one(self.db())
-            .await?
-            .ok_or_else(|| ApiError::not_found(kind, &p.id))?;
+        let m = find_in_gym::<Entity>(self.db(), Column::GymId, ctx.tenant.gym_id, "subscription plan", &p.id).await?;
         Ok(GetSubscriptionPlanResponse::Ok(Json(subscription_plan(m))))
     }
 }
@@ -198,12 +188,7 @@ impl ProductsApi for Handlers {
 
     async fn get_product(&self, ctx: &RequestContext, p: GetProductParams) -> Result<GetProductResponse, ApiError> {
         use product::{Column, Entity};
-        let kind = "product";
-        let m = Entity::find_by_id(parse_id(kind, &p.id)?)
-            .filter(Column::GymId.eq(ctx.tenant.gym_id))
-            .one(self.db())
-            .await?
-            .ok_or_else(|| ApiError::not_found(kind, &p.id))?;
+        let m = find_in_gym::<Entity>(self.db(), Column::GymId, ctx.tenant.gym_id, "product", &p.id).await?;
         Ok(GetProductResponse::Ok(Json(product(m))))
     }
 }
@@ -242,12 +227,7 @@ impl PurchasesApi for Handlers {
 
     async fn get_purchase(&self, ctx: &RequestContext, p: GetPurchaseParams) -> Result<GetPurchaseResponse, ApiError> {
         use purchase::{Column, Entity};
-        let kind = "purchase";
-        let m = Entity::find_by_id(parse_id(kind, &p.id)?)
-            .filter(Column::GymId.eq(ctx.tenant.gym_id))
-            .one(self.db())
-            .await?
-            .ok_or_else(|| ApiError::not_found(kind, &p.id))?;
+        let m = find_in_gym::<Entity>(self.db(), Column::GymId, ctx.tenant.gym_id, "purchase", &p.id).await?;
         Ok(GetPurchaseResponse::Ok(Json(purchase(m))))
     }
 }

@@ -8,7 +8,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::{Handlers, generated::*, links, meta, parse_id};
+use super::{Handlers, find_in_gym, generated::*, links, meta};
 use crate::{
     accounts::{self, is_unique_violation, new_id, now},
     context::RequestContext,
@@ -64,12 +64,7 @@ pub fn search_text(first_name: &str, last_name: &str, email: Option<&str>) -> St
 }
 
 async fn find(db: &impl ConnectionTrait, gym_id: Uuid, id: &str) -> Result<member::Model, ApiError> {
-    let uuid = parse_id(KIND, id)?;
-    member::Entity::find_by_id(uuid)
-        .filter(member::Column::GymId.eq(gym_id))
-        .one(db)
-        .await?
-        .ok_or_else(|| ApiError::not_found(KIND, id))
+    find_in_gym::<member::Entity>(db, member::Column::GymId, gym_id, KIND, id).await
 }
 
 /// Rules the schema cannot express: the email is free within the gym, the facility is the gym's.

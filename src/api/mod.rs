@@ -13,6 +13,7 @@ mod webhooks;
 pub use members::search_text;
 
 use generated::{Money, PaginationLinks, PaginationMeta};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PrimaryKeyTrait, QueryFilter};
 use uuid::Uuid;
 
 use crate::{app::AppState, errors::ApiError, pagination::Page};
@@ -36,6 +37,25 @@ impl Handlers {
 /// The id of a path; anything that is not a UUID is an id that does not exist.
 fn parse_id(kind: &str, id: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(id).map_err(|_| ApiError::not_found(kind, id))
+}
+
+/// The record `id` of the tenant's gym, or 404 naming the `kind` (also for another gym's record).
+async fn find_in_gym<E>(
+    db: &impl ConnectionTrait,
+    gym_column: E::Column,
+    gym_id: Uuid,
+    kind: &str,
+    id: &str,
+) -> Result<E::Model, ApiError>
+where
+    E: EntityTrait,
+    <E::PrimaryKey as PrimaryKeyTrait>::ValueType: From<Uuid>,
+{
+    E::find_by_id(parse_id(kind, id)?)
+        .filter(gym_column.eq(gym_id))
+        .one(db)
+        .await?
+        .ok_or_else(|| ApiError::not_found(kind, id))
 }
 
 fn money(amount: i64, currency: &str) -> Money {
