@@ -255,7 +255,8 @@ async fn main() {
         "SELECT * FROM attendance WHERE gym_id = '{g}' AND created_at <= now() ORDER BY occurred_at DESC, id DESC LIMIT 25"
     )).await;
     explain(&db, "Page 1 of GET /members?search=torvalds12345", &format!(
-        "SELECT * FROM members WHERE gym_id = '{g}' AND search_text LIKE '%torvalds12345%' ESCAPE '\\' AND created_at <= now() ORDER BY created_at DESC, id DESC LIMIT 25"
+        "SELECT * FROM members WHERE gym_id = '{g}' AND created_at <= now() AND id IN (SELECT id FROM members WHERE gym_id = '{g}' \
+         AND search_text LIKE '%torvalds12345%' ESCAPE '\\' OFFSET 0) ORDER BY created_at DESC, id DESC LIMIT 25"
     )).await;
     exec(&admin, &format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await;
 }

@@ -3,8 +3,9 @@
 use entity::member;
 use poem_openapi::{payload::Json, types::MaybeUndefined};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set, TransactionTrait,
-    sea_query::{Expr, LikeExpr},
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait, QueryFilter, Set,
+    TransactionTrait,
+    sea_query::{Expr, LikeExpr, Query},
 };
 use uuid::Uuid;
 
@@ -19,6 +20,9 @@ use crate::{
 };
 
 const KIND: &str = "member";
+
+/// Below this many search matches, PostgreSQL is steered to the trigram index (see `list_members`).
+const FENCE_BELOW: i64 = 2_000;
 
 pub fn record(m: member::Model) -> Member {
     Member {
@@ -114,19 +118,38 @@ impl MembersApi for Handlers {
             select = select.filter(member::Column::Status.eq(s.as_str()));
         }
         let search = p.search.as_deref().map(str::trim).filter(|t| !t.is_empty());
-        if let Some(term) = search {
-            select = select
-                .filter(Expr::col(member::Column::SearchText).like(LikeExpr::new(like_pattern(term)).escape('\\')));
-        }
         if let Some(t) = p.updated_since {
             select = select.filter(member::Column::UpdatedAt.gte(t));
+        }
+        let mut counted = None;
+        if let Some(term) = search {
+            let matches = Expr::col(member::Column::SearchText).like(LikeExpr::new(like_pattern(term)).escape('\\'));
+            let filtered = select.clone().filter(matches.clone()).filter(member::Column::CreatedAt.lte(page.as_of));
+            let total = i64::try_from(filtered.count(self.db()).await?).unwrap_or(i64::MAX);
+            counted = Some(total);
+            select = if self.db().get_database_backend() == DbBackend::Postgres && total <= FENCE_BELOW {
+                // Few matches: left to itself PostgreSQL walks the created_at index testing every
+                // row; fenced (`OFFSET 0` stops it from flattening the subquery), the trigram index
+                // finds the matches first and only those are sorted. Many matches: the index walk
+                // meets a page of them at once.
+                let fenced = Query::select()
+                    .column(member::Column::Id)
+                    .from(member::Entity)
+                    .and_where(member::Column::GymId.eq(ctx.tenant.gym_id))
+                    .and_where(matches)
+                    .offset(0)
+                    .to_owned();
+                select.filter(member::Column::Id.in_subquery(fenced))
+            } else {
+                select.filter(matches)
+            };
         }
         // Without search or updated_since the total comes from the gym's counters.
         let known_total = match (search, p.updated_since) {
             (None, None) => Some(
                 counters::members_as_of(self.db(), ctx.tenant.gym_id, p.status.map(|s| s.as_str()), page.as_of).await?,
             ),
-            _ => None,
+            _ => counted,
         };
         let rows = page
             .fetch(
