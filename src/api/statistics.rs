@@ -36,24 +36,6 @@ impl StatisticsApi for Handlers {
         let at = now();
         let today = at.with_timezone(&tz).date_naive();
 
-        // Member counts come from the gym's counters, kept exact in every write's transaction.
-        let total = counters::members_as_of(db, gym_id, None, at).await?;
-        let active = counters::members_as_of(db, gym_id, Some("active"), at).await?;
-        let inactive = counters::members_as_of(db, gym_id, Some("inactive"), at).await?;
-        let members = MemberCounts { total, active, inactive };
-
-        let active_memberships = member_membership::Entity::find()
-            .filter(member_membership::Column::GymId.eq(gym_id))
-            .filter(member_membership::Column::StartsOn.lte(today))
-            .filter(
-                Condition::any()
-                    .add(member_membership::Column::EndsOn.is_null())
-                    .add(member_membership::Column::EndsOn.gte(today)),
-            )
-            .count(db)
-            .await?;
-        let facilities = facility::Entity::find().filter(facility::Column::GymId.eq(gym_id)).count(db).await?;
-
         let (first, next) =
             month_bounds(today).ok_or_else(|| ApiError::internal(anyhow::anyhow!("no month for {today}")))?;
         let instant = |d: NaiveDate| {
@@ -62,6 +44,19 @@ impl StatisticsApi for Handlers {
         let (start, end) = instant(first)
             .zip(instant(next))
             .ok_or_else(|| ApiError::internal(anyhow::anyhow!("no local midnight")))?;
+
+        // Independent queries, run side by side on the pool: the answer takes as long as the
+        // slowest. Member counts come from the gym's counters, exact in every write's transaction.
+        let active_memberships = member_membership::Entity::find()
+            .filter(member_membership::Column::GymId.eq(gym_id))
+            .filter(member_membership::Column::StartsOn.lte(today))
+            .filter(
+                Condition::any()
+                    .add(member_membership::Column::EndsOn.is_null())
+                    .add(member_membership::Column::EndsOn.gte(today)),
+            )
+            .count(db);
+        let facilities = facility::Entity::find().filter(facility::Column::GymId.eq(gym_id)).count(db);
         let sums = purchase::Entity::find()
             .select_only()
             .column(purchase::Column::Currency)
@@ -75,8 +70,16 @@ impl StatisticsApi for Handlers {
             .filter(purchase::Column::PurchasedAt.lt(end))
             .group_by(purchase::Column::Currency)
             .into_model::<CurrencySum>()
-            .all(db)
-            .await?;
+            .all(db);
+        let (total, active, inactive, active_memberships, facilities, sums) = tokio::try_join!(
+            counters::members_as_of(db, gym_id, None, at),
+            counters::members_as_of(db, gym_id, Some("active"), at),
+            counters::members_as_of(db, gym_id, Some("inactive"), at),
+            active_memberships,
+            facilities,
+            sums,
+        )?;
+        let members = MemberCounts { total, active, inactive };
         let mut paid: Vec<Money> = sums.into_iter().map(|s| money(s.amount, &s.currency)).collect();
         paid.sort_by(|a, b| a.currency.cmp(&b.currency));
 

@@ -134,3 +134,43 @@ async fn nul_characters_are_422_on_every_backend() {
     let r = app.post(&gym.live_key, "/import/members", rows).await;
     assert!(r.body["errors"]["rows.0.city"].is_array(), "{}", r.body);
 }
+
+/// Every parameter of every list refuses a bad value with a 422 that names it.
+#[tokio::test]
+async fn every_bad_list_parameter_is_named() {
+    let app = TestApp::spawn_with(|c| c.rate_limit_per_minute = 10_000).await;
+    let gym = app.gym("Params").await;
+    let common = [
+        ("page", "0"),
+        ("page", "x"),
+        ("per_page", "0"),
+        ("per_page", "101"),
+        ("as_of", "yesterday"),
+        ("updated_since", "2026-13-01T00:00:00Z"),
+    ];
+    let lists: [(&str, &[(&str, &str)]); 7] = [
+        ("/members", &[("status", "paused"), ("search", "")]),
+        ("/memberships", &[]),
+        ("/membership-subscriptions", &[]),
+        ("/attendance", &[("member_id", "42"), ("status", "maybe"), ("from", "2026-02-30"), ("to", "noon")]),
+        (
+            "/access-logs",
+            &[("member_id", "42"), ("status", "maybe"), ("from", "1.1.2026"), ("to", "2026-01-01T25:00:00Z")],
+        ),
+        ("/products", &[("status", "sold_out")]),
+        ("/purchases", &[("member_id", "x"), ("payment_status", "maybe")]),
+    ];
+    let long_search = "s".repeat(201);
+    for (path, own) in lists {
+        for (name, value) in common
+            .iter()
+            .chain(own.iter())
+            .chain(if path == "/members" { vec![("search", long_search.as_str())] } else { vec![] }.iter())
+        {
+            let q = url::form_urlencoded::Serializer::new(String::new()).append_pair(name, value).finish();
+            let r = app.get(&gym.live_key, &format!("{path}?{q}")).await;
+            assert_eq!(r.status, 422, "{path}?{q}: {}", r.body);
+            assert!(r.body["errors"][*name].is_array(), "{path}?{q} does not name {name}: {}", r.body);
+        }
+    }
+}
