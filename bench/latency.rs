@@ -10,6 +10,9 @@
 //! run with each other, not across machines.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+#[path = "support.rs"]
+mod support;
+
 use std::{
     sync::Arc,
     time::{Duration, Instant},
@@ -17,16 +20,13 @@ use std::{
 
 use gymapi::{
     accounts::{self, Actor},
-    app::{AppState, app},
+    app::AppState,
     config::Config,
     context::Environment,
     limits::{Decision, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse},
 };
-use poem::{
-    Server,
-    listener::{Acceptor, Listener, TcpListener},
-};
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
+use support::{ms, percentile, serve, throughput};
 
 /// A store that allows everything and keeps nothing: the baseline "without the limiter".
 struct NoStore;
@@ -88,14 +88,10 @@ async fn start(database_url: &str, redis: Option<&str>, store: Option<Arc<dyn St
     if let Some(s) = store {
         state.store = s;
     }
-    let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.unwrap();
-    let addr = *acceptor.local_addr()[0].as_socket_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = Server::new_with_acceptor(acceptor).run(app(state)).await;
-    });
+    let address = serve(state).await;
     let gym = accounts::create_gym(&db, "Bench", "UTC", true).await.unwrap();
     let key = accounts::create_key(&db, &Actor::Operator, gym.id, Environment::Live, "bench").await.unwrap().key;
-    let base = format!("http://{addr}/api/v1");
+    let base = format!("{address}/api/v1");
     let client = reqwest::Client::new();
     let member: serde_json::Value = client
         .post(format!("{base}/members"))
@@ -108,14 +104,6 @@ async fn start(database_url: &str, redis: Option<&str>, store: Option<Arc<dyn St
         .await
         .unwrap();
     Target { base, key, member_id: member["id"].as_str().unwrap().to_string(), db }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.3}", d.as_secs_f64() * 1000.0)
 }
 
 /// Median and p99 of `n` sequential requests (after `n / 10` of warm-up).
@@ -141,31 +129,6 @@ async fn latency(
     let _ = client;
     times.sort();
     (percentile(&times, 0.5), percentile(&times, 0.99))
-}
-
-/// Requests per second with 8 concurrent tasks for `secs`.
-async fn throughput(url: String, key: String, secs: u64) -> f64 {
-    let client = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    let mut tasks = Vec::new();
-    for _ in 0..8 {
-        let (client, url, key) = (client.clone(), url.clone(), key.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut n = 0u64;
-            while Instant::now() < deadline {
-                let r = client.get(&url).bearer_auth(&key).send().await.unwrap();
-                assert_eq!(r.status(), 200);
-                let _ = r.bytes().await;
-                n += 1;
-            }
-            n
-        }));
-    }
-    let mut total = 0;
-    for t in tasks {
-        total += t.await.unwrap();
-    }
-    total as f64 / secs as f64
 }
 
 /// Statements PostgreSQL ran for this database so far (every autocommit statement is a transaction).
@@ -203,7 +166,7 @@ async fn run(label: &str, database_url: Option<&str>, redis: Option<&str>) {
     println!("\n### {label}\n");
     println!("| scenario | median ms | p99 ms |");
     println!("|---|---|---|");
-    let row = |name: &str, (p50, p99): (Duration, Duration)| println!("| {name} | {} | {} |", ms(p50), ms(p99));
+    let row = |name: &str, (p50, p99): (Duration, Duration)| println!("| {name} | {} | {} |", ms(p50, 3), ms(p99, 3));
 
     row(
         "401 (malformed key: no database)",
@@ -288,9 +251,9 @@ async fn run(label: &str, database_url: Option<&str>, redis: Option<&str>) {
         println!("Database round trips of the auth path alone (404 after auth): {rt:.2}");
     }
 
-    let with = throughput(format!("{}/members/{}", t.base, t.member_id), t.key.clone(), 5).await;
+    let with = throughput(&format!("{}/members/{}", t.base, t.member_id), &t.key, 5).await;
     let t2 = start(&url, None, Some(Arc::new(NoStore))).await;
-    let without = throughput(format!("{}/members/{}", t2.base, t2.member_id), t2.key.clone(), 5).await;
+    let without = throughput(&format!("{}/members/{}", t2.base, t2.member_id), &t2.key, 5).await;
     println!(
         "\n`GET /members/{{id}}`, 8 concurrent clients, 5 s: {with:.0} req/s with the limiter ({}), {without:.0} req/s without (ratio {:.2})",
         state_store.name(),

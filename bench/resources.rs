@@ -8,19 +8,19 @@
 //! client tasks) per scenario, and the plans PostgreSQL chooses for the queries behind them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+#[path = "support.rs"]
+mod support;
+
 use std::time::{Duration, Instant};
 
 use gymapi::{
     accounts::{self, Actor},
-    app::{AppState, app},
+    app::AppState,
     config::Config,
     context::Environment,
 };
-use poem::{
-    Server,
-    listener::{Acceptor, Listener, TcpListener},
-};
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
+use support::{ms, percentile, serve, throughput};
 use uuid::Uuid;
 
 const MEMBERS: i64 = 100_000;
@@ -72,14 +72,6 @@ async fn seed_gym(db: &DatabaseConnection, gym: Uuid, members: i64, attendance: 
     gymapi::counters::recount(db, gym).await.unwrap();
 }
 
-fn pct(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.2}", d.as_secs_f64() * 1000.0)
-}
-
 async fn latency(client: &reqwest::Client, url: &str, key: &str, n: usize) -> (Duration, Duration, serde_json::Value) {
     let mut last = serde_json::Value::Null;
     for _ in 0..n / 10 {
@@ -94,31 +86,7 @@ async fn latency(client: &reqwest::Client, url: &str, key: &str, n: usize) -> (D
         times.push(started.elapsed());
     }
     times.sort();
-    (pct(&times, 0.5), pct(&times, 0.99), last)
-}
-
-async fn throughput(url: &str, key: &str, secs: u64) -> f64 {
-    let client = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    let mut tasks = Vec::new();
-    for _ in 0..8 {
-        let (client, url, key) = (client.clone(), url.to_string(), key.to_string());
-        tasks.push(tokio::spawn(async move {
-            let mut n = 0u64;
-            while Instant::now() < deadline {
-                let r = client.get(&url).bearer_auth(&key).send().await.unwrap();
-                assert_eq!(r.status(), 200);
-                r.bytes().await.unwrap();
-                n += 1;
-            }
-            n
-        }));
-    }
-    let mut total = 0;
-    for t in tasks {
-        total += t.await.unwrap();
-    }
-    total as f64 / secs as f64
+    (percentile(&times, 0.5), percentile(&times, 0.99), last)
 }
 
 async fn explain(db: &DatabaseConnection, title: &str, sql: &str) {
@@ -165,13 +133,9 @@ async fn main() {
     config.redis_url = redis.clone();
     config.redis_prefix = format!("gymapi-bench:{name}:");
     let state = AppState::new(db.clone(), config).await.unwrap();
-    let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.unwrap();
-    let addr = *acceptor.local_addr()[0].as_socket_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = Server::new_with_acceptor(acceptor).run(app(state)).await;
-    });
+    let address = serve(state).await;
     let key = accounts::create_key(&db, &Actor::Operator, gym.id, Environment::Live, "bench").await.unwrap().key;
-    let api = format!("http://{addr}/api/v1");
+    let api = format!("{address}/api/v1");
     let client = reqwest::Client::builder().pool_max_idle_per_host(1).build().unwrap();
 
     let member: String = {
@@ -221,7 +185,7 @@ async fn main() {
         let (p50, p99, body) = latency(&client, url, &key, n).await;
         let total =
             body["meta"]["total"].as_i64().map_or_else(|| body["members"]["total"].to_string(), |t| t.to_string());
-        println!("| {name} | {} | {} | {total} |", ms(p50), ms(p99));
+        println!("| {name} | {} | {} | {total} |", ms(p50, 2), ms(p99, 2));
     }
     let page1 = throughput(&format!("{api}/members"), &key, 10).await;
     let by_id = throughput(&format!("{api}/members/{member}"), &key, 5).await;

@@ -6,7 +6,7 @@ use entity::attendance;
 use poem_openapi::payload::Json;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
-use super::{Handlers, generated::*, links, meta};
+use super::{Handlers, Listing, generated::*, links, list_page, meta};
 use crate::{
     context::RequestContext,
     counters,
@@ -79,7 +79,7 @@ async fn list(h: &Handlers, ctx: &RequestContext, p: ListAttendanceParams) -> Re
     page.filter("from", p.from.clone());
     page.filter("to", p.to.clone());
     page.filter("updated_since", p.updated_since.map(rfc3339));
-    let mut select = Entity::find().filter(Column::GymId.eq(ctx.tenant.gym_id));
+    let mut select = Entity::find();
     if let Some(id) = p.member_id {
         select = select.filter(Column::MemberId.eq(id));
     }
@@ -94,13 +94,17 @@ async fn list(h: &Handlers, ctx: &RequestContext, p: ListAttendanceParams) -> Re
         Some(Ok((t, false))) => select = select.filter(Column::OccurredAt.lte(t)),
         _ => {}
     }
-    if let Some(t) = p.updated_since {
-        select = select.filter(Column::UpdatedAt.gte(t));
-    }
-    let countable = p.member_id.is_none() && from.is_none() && to.is_none() && p.updated_since.is_none();
-    let status = p.status.map(|s| s.as_str());
-    let known = super::catalog::known_total(h, ctx, &page, countable, counters::ATTENDANCE_ROWS, status).await?;
-    let rows = page.fetch(h.db(), select, Column::CreatedAt, Column::OccurredAt, Column::Id, known).await?;
+    let listing = Listing {
+        gym: Column::GymId,
+        created: Column::CreatedAt,
+        updated: Column::UpdatedAt,
+        order: Column::OccurredAt,
+        id: Column::Id,
+        counted: counters::ATTENDANCE_ROWS,
+    };
+    // The counters know totals per status, not per member or period.
+    let counted = (p.member_id.is_none() && from.is_none() && to.is_none()).then(|| p.status.map(|s| s.as_str()));
+    let rows = list_page(h, ctx, &mut page, select, listing, p.updated_since, counted).await?;
     Ok(AttendanceList { data: rows.into_iter().map(entry).collect(), links: links(&page), meta: meta(&page) })
 }
 

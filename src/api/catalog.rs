@@ -4,7 +4,7 @@ use entity::{membership_plan, product, purchase, subscription_plan};
 use poem_openapi::payload::Json;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
-use super::{Handlers, find_in_gym, generated::*, links, meta, money};
+use super::{Handlers, Listing, find_in_gym, generated::*, links, list_page, meta, money};
 use crate::{
     context::RequestContext,
     counters,
@@ -76,21 +76,6 @@ fn purchase(m: purchase::Model) -> Purchase {
     }
 }
 
-/// The list's total from the gym's counters, when the filters are ones the counters know.
-pub(super) async fn known_total(
-    h: &Handlers,
-    ctx: &RequestContext,
-    page: &Page,
-    countable: bool,
-    list: counters::Counted,
-    label: Option<&str>,
-) -> Result<Option<i64>, ApiError> {
-    if !countable {
-        return Ok(None);
-    }
-    Ok(Some(counters::total_as_of(h.db(), ctx.tenant.gym_id, list, label, page.as_of).await?))
-}
-
 impl MembershipsApi for Handlers {
     async fn list_membership_plans(
         &self,
@@ -100,13 +85,15 @@ impl MembershipsApi for Handlers {
         use membership_plan::{Column, Entity};
         let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
         page.filter("updated_since", p.updated_since.map(rfc3339));
-        let mut select = Entity::find().filter(Column::GymId.eq(ctx.tenant.gym_id));
-        if let Some(t) = p.updated_since {
-            select = select.filter(Column::UpdatedAt.gte(t));
-        }
-        let known =
-            known_total(self, ctx, &page, p.updated_since.is_none(), counters::MEMBERSHIP_PLAN_ROWS, None).await?;
-        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id, known).await?;
+        let listing = Listing {
+            gym: Column::GymId,
+            created: Column::CreatedAt,
+            updated: Column::UpdatedAt,
+            order: Column::CreatedAt,
+            id: Column::Id,
+            counted: counters::MEMBERSHIP_PLAN_ROWS,
+        };
+        let rows = list_page(self, ctx, &mut page, Entity::find(), listing, p.updated_since, Some(None)).await?;
         Ok(ListMembershipPlansResponse::Ok(Json(MembershipPlanList {
             data: rows.into_iter().map(membership_plan).collect(),
             links: links(&page),
@@ -134,13 +121,15 @@ impl SubscriptionsApi for Handlers {
         use subscription_plan::{Column, Entity};
         let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
         page.filter("updated_since", p.updated_since.map(rfc3339));
-        let mut select = Entity::find().filter(Column::GymId.eq(ctx.tenant.gym_id));
-        if let Some(t) = p.updated_since {
-            select = select.filter(Column::UpdatedAt.gte(t));
-        }
-        let known =
-            known_total(self, ctx, &page, p.updated_since.is_none(), counters::SUBSCRIPTION_PLAN_ROWS, None).await?;
-        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id, known).await?;
+        let listing = Listing {
+            gym: Column::GymId,
+            created: Column::CreatedAt,
+            updated: Column::UpdatedAt,
+            order: Column::CreatedAt,
+            id: Column::Id,
+            counted: counters::SUBSCRIPTION_PLAN_ROWS,
+        };
+        let rows = list_page(self, ctx, &mut page, Entity::find(), listing, p.updated_since, Some(None)).await?;
         Ok(ListSubscriptionPlansResponse::Ok(Json(SubscriptionPlanList {
             data: rows.into_iter().map(subscription_plan).collect(),
             links: links(&page),
@@ -169,16 +158,20 @@ impl ProductsApi for Handlers {
         let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
         page.filter("status", p.status.map(|s| s.as_str().to_string()));
         page.filter("updated_since", p.updated_since.map(rfc3339));
-        let mut select = Entity::find().filter(Column::GymId.eq(ctx.tenant.gym_id));
+        let mut select = Entity::find();
         if let Some(s) = p.status {
             select = select.filter(Column::Status.eq(s.as_str()));
         }
-        if let Some(t) = p.updated_since {
-            select = select.filter(Column::UpdatedAt.gte(t));
-        }
+        let listing = Listing {
+            gym: Column::GymId,
+            created: Column::CreatedAt,
+            updated: Column::UpdatedAt,
+            order: Column::CreatedAt,
+            id: Column::Id,
+            counted: counters::PRODUCT_ROWS,
+        };
         let status = p.status.map(|s| s.as_str());
-        let known = known_total(self, ctx, &page, p.updated_since.is_none(), counters::PRODUCT_ROWS, status).await?;
-        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::CreatedAt, Column::Id, known).await?;
+        let rows = list_page(self, ctx, &mut page, select, listing, p.updated_since, Some(status)).await?;
         Ok(ListProductsResponse::Ok(Json(ProductList {
             data: rows.into_iter().map(product).collect(),
             links: links(&page),
@@ -204,20 +197,24 @@ impl PurchasesApi for Handlers {
         page.filter("member_id", p.member_id.map(|id| id.to_string()));
         page.filter("payment_status", p.payment_status.map(|s| s.as_str().to_string()));
         page.filter("updated_since", p.updated_since.map(rfc3339));
-        let mut select = Entity::find().filter(Column::GymId.eq(ctx.tenant.gym_id));
+        let mut select = Entity::find();
         if let Some(id) = p.member_id {
             select = select.filter(Column::MemberId.eq(id));
         }
         if let Some(s) = p.payment_status {
             select = select.filter(Column::PaymentStatus.eq(s.as_str()));
         }
-        if let Some(t) = p.updated_since {
-            select = select.filter(Column::UpdatedAt.gte(t));
-        }
-        let status = p.payment_status.map(|s| s.as_str());
-        let countable = p.updated_since.is_none() && p.member_id.is_none();
-        let known = known_total(self, ctx, &page, countable, counters::PURCHASE_ROWS, status).await?;
-        let rows = page.fetch(self.db(), select, Column::CreatedAt, Column::PurchasedAt, Column::Id, known).await?;
+        let listing = Listing {
+            gym: Column::GymId,
+            created: Column::CreatedAt,
+            updated: Column::UpdatedAt,
+            order: Column::PurchasedAt,
+            id: Column::Id,
+            counted: counters::PURCHASE_ROWS,
+        };
+        // The counters know totals per payment status, not per member.
+        let counted = p.member_id.is_none().then(|| p.payment_status.map(|s| s.as_str()));
+        let rows = list_page(self, ctx, &mut page, select, listing, p.updated_since, counted).await?;
         Ok(ListPurchasesResponse::Ok(Json(PurchaseList {
             data: rows.into_iter().map(purchase).collect(),
             links: links(&page),

@@ -12,11 +12,12 @@ mod webhooks;
 
 pub use members::search_text;
 
+use chrono::{DateTime, Utc};
 use generated::{Money, PaginationLinks, PaginationMeta};
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PrimaryKeyTrait, QueryFilter};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PrimaryKeyTrait, QueryFilter, Select};
 use uuid::Uuid;
 
-use crate::{app::AppState, errors::ApiError, pagination::Page};
+use crate::{app::AppState, context::RequestContext, counters, errors::ApiError, pagination::Page};
 
 /// Implements every handler trait of the generated `Api`.
 #[derive(Clone)]
@@ -56,6 +57,47 @@ where
         .one(db)
         .await?
         .ok_or_else(|| ApiError::not_found(kind, id))
+}
+
+/// How a list of one table is scoped, ordered and counted.
+struct Listing<C> {
+    gym: C,
+    created: C,
+    updated: C,
+    /// Newest first by this column, then by `id`.
+    order: C,
+    id: C,
+    counted: counters::Counted,
+}
+
+/// One page of the tenant's rows of `select` (already narrowed by the list's own filters), with
+/// `updated_since` and the walk pinned at `as_of`. `counted` says whether the gym's counters know
+/// the total: `Some(label)` when the only other filter is the counted label (or none), `None` when
+/// a filter outside them is set and the rows must be counted.
+async fn list_page<E>(
+    h: &Handlers,
+    ctx: &RequestContext,
+    page: &mut Page,
+    select: Select<E>,
+    l: Listing<E::Column>,
+    updated_since: Option<DateTime<Utc>>,
+    counted: Option<Option<&str>>,
+) -> Result<Vec<E::Model>, ApiError>
+where
+    E: EntityTrait,
+    E::Model: Sync,
+{
+    let mut select = select.filter(l.gym.eq(ctx.tenant.gym_id));
+    if let Some(t) = updated_since {
+        select = select.filter(l.updated.gte(t));
+    }
+    let known = match counted {
+        Some(label) if updated_since.is_none() => {
+            Some(counters::total_as_of(h.db(), ctx.tenant.gym_id, l.counted, label, page.as_of).await?)
+        }
+        _ => None,
+    };
+    page.fetch(h.db(), select, l.created, l.order, l.id, known).await
 }
 
 fn money(amount: i64, currency: &str) -> Money {

@@ -1,0 +1,54 @@
+//! What the benches share: the server on a free port, percentiles, and a throughput driver.
+
+use std::time::{Duration, Instant};
+
+use gymapi::app::{AppState, app};
+use poem::{
+    Server,
+    listener::{Acceptor, Listener, TcpListener},
+};
+
+/// Serves `state` on a free loopback port; returns `http://127.0.0.1:PORT`.
+pub async fn serve(state: AppState) -> String {
+    let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.unwrap();
+    let addr = *acceptor.local_addr()[0].as_socket_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = Server::new_with_acceptor(acceptor).run(app(state)).await;
+    });
+    format!("http://{addr}")
+}
+
+/// The `p` quantile (0..=1) of sorted durations.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// Milliseconds with the given number of decimals.
+pub fn ms(d: Duration, decimals: usize) -> String {
+    format!("{:.*}", decimals, d.as_secs_f64() * 1000.0)
+}
+
+/// Requests per second of `GET url` from 8 concurrent client tasks for `secs`; every answer must be 200.
+pub async fn throughput(url: &str, key: &str, secs: u64) -> f64 {
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (client, url, key) = (client.clone(), url.to_string(), key.to_string());
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while Instant::now() < deadline {
+                let r = client.get(&url).bearer_auth(&key).send().await.unwrap();
+                assert_eq!(r.status(), 200, "{url}");
+                r.bytes().await.unwrap();
+                n += 1;
+            }
+            n
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    total as f64 / secs as f64
+}
