@@ -46,7 +46,7 @@ async fn the_121st_request_in_a_minute_is_refused_with_retry_after() {
     assert_eq!(app.get(&other.key, "/members").await.status, 200);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 16)]
 async fn concurrent_requests_get_exactly_the_limit() {
     let app = Arc::new(TestApp::spawn().await);
     let gym = app.gym("Burst").await;
@@ -203,7 +203,7 @@ async fn reusing_a_key_for_another_request_is_422() {
     assert_eq!(app.get(&gym.live_key, "/members").await.body["meta"]["total"], 1);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 16)]
 async fn concurrent_identical_keyed_posts_create_one_member() {
     let app = Arc::new(TestApp::spawn().await);
     let gym = app.gym("Race").await;

@@ -261,7 +261,7 @@ async fn walking_links_next_sees_each_member_exactly_once() {
 
 /// The totals from the gym's counters equal a real count, through creates, status changes and
 /// concurrent writes (`updated_since` far in the past forces the counting path).
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
 async fn counted_totals_stay_exact() {
     let app = std::sync::Arc::new(TestApp::spawn().await);
     let gym = app.gym("Counters").await;
