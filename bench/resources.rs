@@ -6,6 +6,7 @@
 //!
 //! Prints a Markdown report: latency (sequential, one connection) and throughput (8 concurrent
 //! client tasks) per scenario, and the plans PostgreSQL chooses for the queries behind them.
+//! `BENCH_KEEP=1` keeps the database for a look with psql.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 #[path = "support.rs"]
@@ -222,5 +223,9 @@ async fn main() {
         "SELECT * FROM members WHERE gym_id = '{g}' AND created_at <= now() AND id IN (SELECT id FROM members WHERE gym_id = '{g}' \
          AND search_text LIKE '%torvalds12345%' ESCAPE '\\' OFFSET 0) ORDER BY created_at DESC, id DESC LIMIT 25"
     )).await;
-    exec(&admin, &format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await;
+    if std::env::var("BENCH_KEEP").is_ok_and(|v| v == "1") {
+        println!("\nKept the database {name} (BENCH_KEEP=1).");
+    } else {
+        exec(&admin, &format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await;
+    }
 }
