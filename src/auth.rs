@@ -99,7 +99,7 @@ pub async fn authenticate(db: &DatabaseConnection, key: Option<&str>, now: DateT
     let key = key.ok_or(ApiError::Unauthorized)?;
     let env = parse_key(key).ok_or(ApiError::Unauthorized)?;
     let backend = db.get_database_backend();
-    let sql = crate::counters::placeholders(
+    let sql = crate::db::placeholders(
         backend,
         "SELECT k.id AS key_id, k.gym_id, k.environment, k.expires_at, k.revoked_at, \
          g.parent_gym_id AS gym_parent_id, g.api_access, g.subscription_status, g.grace_ends_at, g.timezone, \
@@ -162,7 +162,7 @@ impl LastUsed {
             let backend = db.get_database_backend();
             let at = Utc::now();
             let cutoff = at - chrono::Duration::seconds(60);
-            let sql = crate::counters::placeholders(
+            let sql = crate::db::placeholders(
                 backend,
                 "UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)",
             );

@@ -1,43 +1,19 @@
-//! Per-gym running counts behind the exact `total` of the member lists.
+//! Per-gym running counts behind the exact `total` of the lists: `<table>` and
+//! `<table>.<label value>` (e.g. `members`, `members.active`; see [`Counted::name`]).
 //!
-//! Every write that adds, removes or re-labels a member changes its counters in the same
-//! transaction, so `members` and `members.<status>` always equal the rows they count. A list pinned
-//! at `as_of` subtracts the rows created after it, an index range that is empty or tiny.
+//! Every write that adds, removes or re-labels a row changes its counters in the same transaction,
+//! so they always equal the rows they count. A list pinned at `as_of` subtracts the rows created
+//! after it, an index range that is empty or tiny.
 //!
 //! The rule for every writer of a counted table (see [`ALL`]): change the counters in the same
 //! transaction (`add`), or rebuild them after a bulk load (`recount`). The demo data test compares
 //! every counted total with a real count.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, Statement, Value};
+use sea_orm::{ConnectionTrait, DbErr, FromQueryResult, Statement, Value};
 use uuid::Uuid;
 
-pub const MEMBERS: &str = "members";
-
-/// The counter of members with a status: `members.active`, `members.inactive`. Every counted
-/// list has the same two kinds of counter: `<table>` and `<table>.<label value>`.
-pub fn members_with_status(status: &str) -> String {
-    format!("{MEMBERS}.{status}")
-}
-
-/// `?` placeholders in the form of the backend (`$1`, `$2`, ... on PostgreSQL).
-pub fn placeholders(backend: DbBackend, sql: &str) -> String {
-    if backend != DbBackend::Postgres {
-        return sql.to_string();
-    }
-    let mut out = String::with_capacity(sql.len() + 8);
-    let mut n = 0;
-    for c in sql.chars() {
-        if c == '?' {
-            n += 1;
-            out.push('$');
-            out.push_str(&n.to_string());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
+use crate::db::placeholders;
 
 /// Adds `delta` to a counter, creating it at `delta` if it does not exist.
 pub async fn add(db: &impl ConnectionTrait, gym_id: Uuid, name: &str, delta: i64) -> Result<(), DbErr> {
@@ -66,6 +42,13 @@ pub struct Counted {
     pub label: &'static str,
 }
 
+impl Counted {
+    /// The counter's name: `<table>`, or `<table>.<label value>` (e.g. `members.active`).
+    pub fn name(&self, label: Option<&str>) -> String {
+        label.map_or_else(|| self.table.to_string(), |v| format!("{}.{v}", self.table))
+    }
+}
+
 pub const MEMBER_ROWS: Counted = Counted { table: "members", label: "status" };
 pub const MEMBERSHIP_PLAN_ROWS: Counted = Counted { table: "membership_plans", label: "status" };
 pub const SUBSCRIPTION_PLAN_ROWS: Counted = Counted { table: "subscription_plans", label: "status" };
@@ -85,8 +68,8 @@ pub async fn total_as_of(
     as_of: DateTime<Utc>,
 ) -> Result<i64, DbErr> {
     let backend = db.get_database_backend();
+    let name = list.name(label);
     let Counted { table, label: column } = list;
-    let name = label.map_or_else(|| table.to_string(), |v| format!("{table}.{v}"));
     let (label_filter, mut values): (String, Vec<Value>) = match label {
         Some(v) => (format!(" AND {column} = ?"), vec![gym_id.into(), name.into(), gym_id.into(), v.into()]),
         None => (String::new(), vec![gym_id.into(), name.into(), gym_id.into()]),
@@ -131,15 +114,4 @@ pub async fn recount(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<(), DbEr
         .await?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn placeholders_follow_the_backend() {
-        assert_eq!(placeholders(DbBackend::Postgres, "a = ? AND b = ?"), "a = $1 AND b = $2");
-        assert_eq!(placeholders(DbBackend::Sqlite, "a = ? AND b = ?"), "a = ? AND b = ?");
-    }
 }

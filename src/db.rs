@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use migration::{Migrator, MigratorTrait};
-use sea_orm::{ConnectOptions, Database, DatabaseConnection};
+use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbBackend};
 
 /// Connects to `url`. An in-memory SQLite database keeps exactly one connection (each connection
 /// would otherwise see its own empty database).
@@ -59,5 +59,35 @@ pub fn redact(url: &str) -> String {
             u.to_string()
         }
         _ => url.to_string(),
+    }
+}
+
+/// `?` placeholders in the form of the backend (`$1`, `$2`, ... on PostgreSQL).
+pub fn placeholders(backend: DbBackend, sql: &str) -> String {
+    if backend != DbBackend::Postgres {
+        return sql.to_string();
+    }
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut n = 0;
+    for c in sql.chars() {
+        if c == '?' {
+            n += 1;
+            out.push('$');
+            out.push_str(&n.to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_follow_the_backend() {
+        assert_eq!(placeholders(DbBackend::Postgres, "a = ? AND b = ?"), "a = $1 AND b = $2");
+        assert_eq!(placeholders(DbBackend::Sqlite, "a = ? AND b = ?"), "a = ? AND b = ?");
     }
 }

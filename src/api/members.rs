@@ -215,8 +215,8 @@ impl MembersApi for Handlers {
         .insert(&txn)
         .await
         .map_err(email_taken)?;
-        counters::add(&txn, gym_id, counters::MEMBERS, 1).await?;
-        counters::add(&txn, gym_id, &counters::members_with_status(status), 1).await?;
+        counters::add(&txn, gym_id, &counters::MEMBER_ROWS.name(None), 1).await?;
+        counters::add(&txn, gym_id, &counters::MEMBER_ROWS.name(Some(status)), 1).await?;
         txn.commit().await.map_err(email_taken)?;
         Ok(CreateMemberResponse::Created(Json(record(model))))
     }
@@ -253,7 +253,21 @@ async fn update(h: &Handlers, ctx: &RequestContext, id: &str, b: MemberUpdate) -
     let new_email: MaybeUndefined<String> = b.email.map_value(|e| e.0);
     check_references(&txn, gym_id, Some(current.id), new_email.value().map(String::as_str), b.facility_id).await?;
     let old_status = current.status.clone();
+    // What search matches after the change, known before the one write.
+    let email_after = match new_email.as_opt_ref() {
+        Some(email) => email.map(String::as_str),
+        None => current.email.as_deref(),
+    };
+    let text = search_text(
+        b.first_name.as_deref().unwrap_or(&current.first_name),
+        b.last_name.as_deref().unwrap_or(&current.last_name),
+        email_after,
+    );
+    let text_changed = text != current.search_text;
     let mut m: member::ActiveModel = current.into();
+    if text_changed {
+        m.search_text = Set(text);
+    }
     if let Some(v) = b.first_name {
         m.first_name = Set(v);
     }
@@ -276,16 +290,10 @@ async fn update(h: &Handlers, ctx: &RequestContext, id: &str, b: MemberUpdate) -
     set_optional(&mut m.city, b.city);
     set_optional(&mut m.country, b.country);
     m.updated_at = Set(now());
-    let mut saved = m.update(&txn).await.map_err(email_taken)?;
-    let text = search_text(&saved.first_name, &saved.last_name, saved.email.as_deref());
-    if saved.search_text != text {
-        let mut m: member::ActiveModel = saved.into();
-        m.search_text = Set(text);
-        saved = m.update(&txn).await?;
-    }
+    let saved = m.update(&txn).await.map_err(email_taken)?;
     if saved.status != old_status {
-        counters::add(&txn, gym_id, &counters::members_with_status(&old_status), -1).await?;
-        counters::add(&txn, gym_id, &counters::members_with_status(&saved.status), 1).await?;
+        counters::add(&txn, gym_id, &counters::MEMBER_ROWS.name(Some(&old_status)), -1).await?;
+        counters::add(&txn, gym_id, &counters::MEMBER_ROWS.name(Some(&saved.status)), 1).await?;
     }
     txn.commit().await.map_err(email_taken)?;
     Ok(record(saved))
