@@ -17,6 +17,7 @@ pub mod counters;
 pub mod db;
 pub mod demo;
 pub mod errors;
+pub mod import;
 pub mod limits;
 pub mod pagination;
 pub mod server;

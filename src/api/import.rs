@@ -1,55 +1,73 @@
-//! `Import`: documented, answered 501 until bulk import is built (nothing is written).
+//! `Import`: bulk import from a previous gym system; the rules live in `crate::import`.
+
+use poem_openapi::payload::Json;
 
 use super::{Handlers, generated::*};
-use crate::{context::RequestContext, errors::ApiError};
+use crate::{context::RequestContext, errors::ApiError, import};
 
 impl ImportApi for Handlers {
-    async fn import_plans(&self, _: &RequestContext, _: ImportPlansParams) -> Result<ImportPlansResponse, ApiError> {
-        Err(ApiError::NotImplemented)
+    async fn import_plans(&self, ctx: &RequestContext, p: ImportPlansParams) -> Result<ImportPlansResponse, ApiError> {
+        let r = import::plans(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
+        Ok(ImportPlansResponse::Ok(Json(r)))
     }
+
     async fn import_members(
         &self,
-        _: &RequestContext,
-        _: ImportMembersParams,
+        ctx: &RequestContext,
+        p: ImportMembersParams,
     ) -> Result<ImportMembersResponse, ApiError> {
-        Err(ApiError::NotImplemented)
+        let r = import::members(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
+        Ok(ImportMembersResponse::Ok(Json(r)))
     }
+
     async fn import_memberships(
         &self,
-        _: &RequestContext,
-        _: ImportMembershipsParams,
+        ctx: &RequestContext,
+        p: ImportMembershipsParams,
     ) -> Result<ImportMembershipsResponse, ApiError> {
-        Err(ApiError::NotImplemented)
+        let r = import::memberships(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
+        Ok(ImportMembershipsResponse::Ok(Json(r)))
     }
+
     async fn import_attendance(
         &self,
-        _: &RequestContext,
-        _: ImportAttendanceParams,
+        ctx: &RequestContext,
+        p: ImportAttendanceParams,
     ) -> Result<ImportAttendanceResponse, ApiError> {
-        Err(ApiError::NotImplemented)
+        let r =
+            import::attendance(self.db(), ctx.tenant.gym_id, ImportEntity::Attendance, p.body.rows, p.dry_run).await?;
+        Ok(ImportAttendanceResponse::Ok(Json(r)))
     }
+
     async fn import_access_logs(
         &self,
-        _: &RequestContext,
-        _: ImportAccessLogsParams,
+        ctx: &RequestContext,
+        p: ImportAccessLogsParams,
     ) -> Result<ImportAccessLogsResponse, ApiError> {
-        Err(ApiError::NotImplemented)
+        let r =
+            import::attendance(self.db(), ctx.tenant.gym_id, ImportEntity::AccessLogs, p.body.rows, p.dry_run).await?;
+        Ok(ImportAccessLogsResponse::Ok(Json(r)))
     }
+
     async fn import_products(
         &self,
-        _: &RequestContext,
-        _: ImportProductsParams,
+        ctx: &RequestContext,
+        p: ImportProductsParams,
     ) -> Result<ImportProductsResponse, ApiError> {
-        Err(ApiError::NotImplemented)
+        let r = import::products(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
+        Ok(ImportProductsResponse::Ok(Json(r)))
     }
+
     async fn import_purchases(
         &self,
-        _: &RequestContext,
-        _: ImportPurchasesParams,
+        ctx: &RequestContext,
+        p: ImportPurchasesParams,
     ) -> Result<ImportPurchasesResponse, ApiError> {
-        Err(ApiError::NotImplemented)
+        let r = import::purchases(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
+        Ok(ImportPurchasesResponse::Ok(Json(r)))
     }
-    async fn get_import_status(&self, _: &RequestContext) -> Result<GetImportStatusResponse, ApiError> {
-        Err(ApiError::NotImplemented)
+
+    async fn get_import_status(&self, ctx: &RequestContext) -> Result<GetImportStatusResponse, ApiError> {
+        Ok(GetImportStatusResponse::Ok(Json(import::status(self.db(), ctx.tenant.gym_id).await?)))
     }
 }

@@ -10,6 +10,7 @@ mod auth;
 mod cli;
 mod contract;
 mod errors;
+mod import;
 mod limits;
 mod members;
 mod resources;

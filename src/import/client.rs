@@ -1,0 +1,1 @@
+//! `gymapi import`: the migration client.

@@ -1,0 +1,868 @@
+//! Bulk import from a previous gym system: `POST /import/{entity}` (this module) and the migration
+//! client `gymapi import` ([`client`]).
+//!
+//! A batch is validated whole before anything is written: every row whose `legacy_id` is new must
+//! be valid and its references (`member_legacy_id`, ...) must name rows imported earlier. The
+//! lookups are one query per referenced kind per batch. The write is one transaction: one
+//! multi-row `INSERT ... ON CONFLICT (gym_id, legacy_id) DO NOTHING RETURNING ...` per table, the
+//! list counters, the member visit figures and the import counters. Rows another request inserted
+//! meanwhile are skipped by the conflict clause, so `created` is always what this batch wrote.
+
+pub mod client;
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use entity::{
+    attendance, import_counter, member, member_membership, membership_plan, product, purchase, subscription_plan,
+};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, IntoActiveModel,
+    QueryFilter, QuerySelect, Set, Statement, TransactionTrait,
+    sea_query::{CaseStatement, Expr, OnConflict, SimpleExpr},
+};
+use uuid::Uuid;
+
+use crate::{
+    accounts::{self, is_unique_violation, new_id, now},
+    api::generated::{
+        ImportAttendanceRow, ImportEntity, ImportEntityStatus, ImportMemberRow, ImportMembershipRow, ImportPlanRow,
+        ImportProductRow, ImportPurchaseRow, ImportResult, ImportResultObject, ImportStatus, ImportStatusObject,
+        PlanKind,
+    },
+    api::search_text,
+    counters::{self, Counted},
+    db::placeholders,
+    errors::{ApiError, FieldErrors},
+};
+
+/// What a batch did (or, dry, would do).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tally {
+    received: i64,
+    created: i64,
+}
+
+impl Tally {
+    fn result(self, entity: ImportEntity, dry_run: bool) -> ImportResult {
+        ImportResult {
+            object: ImportResultObject::ImportResult,
+            entity,
+            dry_run,
+            received: self.received,
+            created: self.created,
+            skipped: self.received - self.created,
+        }
+    }
+}
+
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The field of row `i`, as the 422 body names it (`rows.12.email`).
+fn field(i: usize, name: &str) -> String {
+    format!("rows.{i}.{name}")
+}
+
+/// Flags a `legacy_id` that appears twice in one batch (on the later row).
+fn check_batch_ids<'a>(ids: impl Iterator<Item = &'a str>, errors: &mut FieldErrors) {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for (i, id) in ids.enumerate() {
+        if let Some(first) = seen.insert(id, i) {
+            errors.add(
+                field(i, "legacy_id"),
+                format!("The legacy_id appears more than once in this batch (row {first})."),
+            );
+        }
+    }
+}
+
+fn missing(kind: &str, legacy_id: &str) -> String {
+    format!("No {kind} with legacy_id \"{legacy_id}\" has been imported.")
+}
+
+/// The columns a lookup by legacy id reads: the gym, the legacy id, the id and one more value.
+struct Legacy<C> {
+    gym: C,
+    legacy: C,
+    id: C,
+    extra: C,
+}
+
+/// `legacy_id -> (id, extra)` of the gym's rows of one table among `ids`, in one query.
+async fn lookup<E, X>(
+    db: &impl ConnectionTrait,
+    Legacy { gym, legacy, id, extra }: Legacy<E::Column>,
+    gym_id: Uuid,
+    ids: HashSet<&str>,
+    filter: Option<SimpleExpr>,
+) -> Result<HashMap<String, (Uuid, X)>, DbErr>
+where
+    E: EntityTrait,
+    X: sea_orm::TryGetable,
+    (Uuid, String, X): sea_orm::TryGetableMany,
+{
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut q = E::find()
+        .select_only()
+        .column(id)
+        .column(legacy)
+        .column(extra)
+        .filter(gym.eq(gym_id))
+        .filter(legacy.is_in(ids.into_iter().map(str::to_owned)));
+    if let Some(f) = filter {
+        q = q.filter(f);
+    }
+    let rows: Vec<(Uuid, String, X)> = q.into_tuple().all(db).await?;
+    Ok(rows.into_iter().map(|(id, legacy, x)| (legacy, (id, x))).collect())
+}
+
+/// Inserts the rows that are new and returns them; rows whose unique key exists are left alone.
+async fn insert_new<A>(
+    db: &impl ConnectionTrait,
+    models: Vec<A>,
+    conflict: impl IntoIterator<Item = <A::Entity as EntityTrait>::Column>,
+) -> Result<Vec<<A::Entity as EntityTrait>::Model>, DbErr>
+where
+    A: ActiveModelTrait + Send,
+    <A::Entity as EntityTrait>::Model: IntoActiveModel<A>,
+{
+    if models.is_empty() {
+        return Ok(Vec::new());
+    }
+    <A::Entity as EntityTrait>::insert_many(models)
+        .on_conflict(OnConflict::columns(conflict).do_nothing().to_owned())
+        .exec_with_returning_many(db)
+        .await
+}
+
+/// Adds the rows just written to a list's counters: the total and one per label value.
+async fn add_counts<'a>(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    list: Counted,
+    labels: impl Iterator<Item = &'a str>,
+) -> Result<(), DbErr> {
+    let mut by_label: HashMap<&str, i64> = HashMap::new();
+    let mut total = 0;
+    for label in labels {
+        *by_label.entry(label).or_default() += 1;
+        total += 1;
+    }
+    counters::add(db, gym_id, &list.name(None), total).await?;
+    for (label, n) in by_label {
+        counters::add(db, gym_id, &list.name(Some(label)), n).await?;
+    }
+    Ok(())
+}
+
+/// Adds a batch to the import counters of `GET /import/status`.
+async fn record_batch(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    entity: ImportEntity,
+    tally: Tally,
+    at: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let backend = db.get_database_backend();
+    let sql = placeholders(
+        backend,
+        "INSERT INTO import_counters (gym_id, entity, received, created, skipped, last_batch_at) \
+         VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (gym_id, entity) DO UPDATE SET \
+         received = import_counters.received + excluded.received, \
+         created = import_counters.created + excluded.created, \
+         skipped = import_counters.skipped + excluded.skipped, \
+         last_batch_at = excluded.last_batch_at",
+    );
+    let values = [
+        gym_id.into(),
+        entity.as_str().into(),
+        tally.received.into(),
+        tally.created.into(),
+        (tally.received - tally.created).into(),
+        at.into(),
+    ];
+    db.execute(Statement::from_sql_and_values(backend, sql, values)).await?;
+    Ok(())
+}
+
+/// The facility imported members and unattributed entries go to: the gym's oldest.
+async fn default_facility(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<Uuid, ApiError> {
+    Ok(accounts::first_facility(db, gym_id)
+        .await?
+        .ok_or_else(|| ApiError::invalid("rows", "This gym has no facility to place the imported records in."))?
+        .id)
+}
+
+/// Runs a batch: `validate` reads and checks (no writes) and returns what to write, or the 422;
+/// `write` writes it in one transaction and returns the rows it created. A unique violation
+/// outside `(gym_id, legacy_id)` (another request took an email meanwhile) runs the batch once
+/// more, so the retry's validation reports it as a 422.
+async fn run<P, V, W, FV, FW>(
+    db: &DatabaseConnection,
+    entity: ImportEntity,
+    received: usize,
+    dry_run: bool,
+    validate: V,
+    write: W,
+) -> Result<ImportResult, ApiError>
+where
+    V: Fn() -> FV,
+    FV: Future<Output = Result<(P, usize), ApiError>>,
+    W: Fn(sea_orm::DatabaseTransaction, P) -> FW,
+    FW: Future<Output = Result<usize, DbErr>>,
+{
+    let received = count(received);
+    for attempt in 0..2 {
+        let (plan, fresh) = validate().await?;
+        if dry_run {
+            return Ok(Tally { received, created: count(fresh) }.result(entity, true));
+        }
+        let txn = db.begin().await?;
+        match write(txn, plan).await {
+            Ok(created) => return Ok(Tally { received, created: count(created) }.result(entity, false)),
+            Err(e) if attempt == 0 && is_unique_violation(&e) => continue,
+            Err(e) if is_unique_violation(&e) => {
+                return Err(ApiError::invalid(
+                    "rows",
+                    "Another request wrote a conflicting record meanwhile; resend the batch.",
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::invalid("rows", "Another request wrote a conflicting record meanwhile; resend the batch."))
+}
+
+/// Ends a batch's transaction: counters of `GET /import/status`, then commit.
+async fn finish(
+    txn: sea_orm::DatabaseTransaction,
+    gym_id: Uuid,
+    entity: ImportEntity,
+    received: usize,
+    created: usize,
+    at: DateTime<Utc>,
+) -> Result<usize, DbErr> {
+    record_batch(&txn, gym_id, entity, Tally { received: count(received), created: count(created) }, at).await?;
+    txn.commit().await?;
+    Ok(created)
+}
+
+fn status_of<T: Copy>(value: Option<T>, default: T) -> T {
+    value.unwrap_or(default)
+}
+
+// --- plans ---------------------------------------------------------------------------------------
+
+/// Both plan tables share one legacy id space: a plan's legacy id is unique across the two.
+pub async fn plans(
+    db: &DatabaseConnection,
+    gym_id: Uuid,
+    rows: Vec<ImportPlanRow>,
+    dry_run: bool,
+) -> Result<ImportResult, ApiError> {
+    let received = rows.len();
+    let validate = || async {
+        let mut errors = FieldErrors::new();
+        check_batch_ids(rows.iter().map(|r| r.legacy_id.as_str()), &mut errors);
+        let existing = plan_refs(db, gym_id, rows.iter().map(|r| r.legacy_id.as_str()).collect()).await?;
+        let at = now();
+        let mut memberships = Vec::new();
+        let mut subscriptions = Vec::new();
+        for (i, r) in rows.iter().enumerate() {
+            if existing.contains_key(&r.legacy_id) {
+                continue;
+            }
+            let status = status_of(r.status, crate::api::generated::PlanStatus::Active).as_str().to_string();
+            match r.kind {
+                PlanKind::Membership => {
+                    if r.billing_interval.is_some() {
+                        errors
+                            .add(field(i, "billing_interval"), "The billing_interval is for subscription plans only.");
+                    }
+                    if r.billing_interval_count.is_some() {
+                        errors.add(
+                            field(i, "billing_interval_count"),
+                            "The billing_interval_count is for subscription plans only.",
+                        );
+                    }
+                    memberships.push(membership_plan::ActiveModel {
+                        id: Set(new_id()),
+                        gym_id: Set(gym_id),
+                        name: Set(r.name.clone()),
+                        description: Set(r.description.value().cloned()),
+                        price_amount: Set(r.price.amount),
+                        currency: Set(r.price.currency.clone()),
+                        duration_days: Set(r.duration_days.value().copied()),
+                        visit_limit: Set(r.visit_limit.value().copied()),
+                        status: Set(status),
+                        legacy_id: Set(Some(r.legacy_id.clone())),
+                        created_at: Set(at),
+                        updated_at: Set(at),
+                    });
+                }
+                PlanKind::Subscription => {
+                    for (name, given) in [
+                        ("duration_days", !r.duration_days.is_undefined()),
+                        ("visit_limit", !r.visit_limit.is_undefined()),
+                    ] {
+                        if given {
+                            errors.add(field(i, name), format!("The {name} is for membership plans only."));
+                        }
+                    }
+                    let Some(interval) = r.billing_interval else {
+                        errors.add(
+                            field(i, "billing_interval"),
+                            "The billing_interval is required for subscription plans.",
+                        );
+                        continue;
+                    };
+                    subscriptions.push(subscription_plan::ActiveModel {
+                        id: Set(new_id()),
+                        gym_id: Set(gym_id),
+                        name: Set(r.name.clone()),
+                        description: Set(r.description.value().cloned()),
+                        price_amount: Set(r.price.amount),
+                        currency: Set(r.price.currency.clone()),
+                        billing_interval: Set(interval.as_str().to_string()),
+                        billing_interval_count: Set(r.billing_interval_count.unwrap_or(1)),
+                        status: Set(status),
+                        legacy_id: Set(Some(r.legacy_id.clone())),
+                        created_at: Set(at),
+                        updated_at: Set(at),
+                    });
+                }
+            }
+        }
+        errors.into_result()?;
+        let fresh = memberships.len() + subscriptions.len();
+        Ok(((memberships, subscriptions, at), fresh))
+    };
+    type Plans = (Vec<membership_plan::ActiveModel>, Vec<subscription_plan::ActiveModel>, DateTime<Utc>);
+    let write = |txn: sea_orm::DatabaseTransaction, (memberships, subscriptions, at): Plans| async move {
+        let m =
+            insert_new(&txn, memberships, [membership_plan::Column::GymId, membership_plan::Column::LegacyId]).await?;
+        let s =
+            insert_new(&txn, subscriptions, [subscription_plan::Column::GymId, subscription_plan::Column::LegacyId])
+                .await?;
+        add_counts(&txn, gym_id, counters::MEMBERSHIP_PLAN_ROWS, m.iter().map(|r| r.status.as_str())).await?;
+        add_counts(&txn, gym_id, counters::SUBSCRIPTION_PLAN_ROWS, s.iter().map(|r| r.status.as_str())).await?;
+        finish(txn, gym_id, ImportEntity::Plans, received, m.len() + s.len(), at).await
+    };
+    run(db, ImportEntity::Plans, received, dry_run, validate, write).await
+}
+
+/// `legacy_id -> (plan id, kind)` over both plan tables.
+async fn plan_refs(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    ids: HashSet<&str>,
+) -> Result<HashMap<String, (Uuid, PlanKind)>, DbErr> {
+    let (m, s) = tokio::try_join!(
+        lookup::<membership_plan::Entity, String>(
+            db,
+            Legacy {
+                gym: membership_plan::Column::GymId,
+                legacy: membership_plan::Column::LegacyId,
+                id: membership_plan::Column::Id,
+                extra: membership_plan::Column::Status
+            },
+            gym_id,
+            ids.clone(),
+            None,
+        ),
+        lookup::<subscription_plan::Entity, String>(
+            db,
+            Legacy {
+                gym: subscription_plan::Column::GymId,
+                legacy: subscription_plan::Column::LegacyId,
+                id: subscription_plan::Column::Id,
+                extra: subscription_plan::Column::Status
+            },
+            gym_id,
+            ids,
+            None,
+        ),
+    )?;
+    let mut out: HashMap<String, (Uuid, PlanKind)> =
+        s.into_iter().map(|(l, (id, _))| (l, (id, PlanKind::Subscription))).collect();
+    out.extend(m.into_iter().map(|(l, (id, _))| (l, (id, PlanKind::Membership))));
+    Ok(out)
+}
+
+// --- members -------------------------------------------------------------------------------------
+
+/// Member references of a batch: `legacy_id -> (id, facility_id)`.
+async fn member_refs(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    ids: HashSet<&str>,
+) -> Result<HashMap<String, (Uuid, Uuid)>, DbErr> {
+    lookup::<member::Entity, Uuid>(
+        db,
+        Legacy {
+            gym: member::Column::GymId,
+            legacy: member::Column::LegacyId,
+            id: member::Column::Id,
+            extra: member::Column::FacilityId,
+        },
+        gym_id,
+        ids,
+        None,
+    )
+    .await
+}
+
+pub async fn members(
+    db: &DatabaseConnection,
+    gym_id: Uuid,
+    rows: Vec<ImportMemberRow>,
+    dry_run: bool,
+) -> Result<ImportResult, ApiError> {
+    let received = rows.len();
+    let validate = || async {
+        let mut errors = FieldErrors::new();
+        check_batch_ids(rows.iter().map(|r| r.legacy_id.as_str()), &mut errors);
+        let existing = member_refs(db, gym_id, rows.iter().map(|r| r.legacy_id.as_str()).collect()).await?;
+        let fresh: Vec<(usize, &ImportMemberRow)> =
+            rows.iter().enumerate().filter(|(_, r)| !existing.contains_key(&r.legacy_id)).collect();
+        // Emails: free in the gym, and once in the batch.
+        let emails: Vec<(usize, String)> =
+            fresh.iter().filter_map(|(i, r)| r.email.value().map(|e| (*i, e.0.to_lowercase()))).collect();
+        let mut taken: HashSet<String> = HashSet::new();
+        if !emails.is_empty() {
+            let found: Vec<String> = member::Entity::find()
+                .select_only()
+                .column(member::Column::EmailNormalized)
+                .filter(member::Column::GymId.eq(gym_id))
+                .filter(member::Column::EmailNormalized.is_in(emails.iter().map(|(_, e)| e.clone())))
+                .into_tuple()
+                .all(db)
+                .await?;
+            taken.extend(found);
+        }
+        let mut in_batch: HashMap<&str, usize> = HashMap::new();
+        for (i, email) in &emails {
+            if taken.contains(email) {
+                errors.add(field(*i, "email"), "The email has already been taken.");
+            } else if let Some(first) = in_batch.insert(email, *i) {
+                errors
+                    .add(field(*i, "email"), format!("The email appears more than once in this batch (row {first})."));
+            }
+        }
+        errors.into_result()?;
+        let facility_id = if fresh.is_empty() { Uuid::nil() } else { default_facility(db, gym_id).await? };
+        let at = now();
+        let models: Vec<member::ActiveModel> = fresh
+            .iter()
+            .map(|(_, r)| {
+                let email = r.email.value().map(|e| e.0.clone());
+                member::ActiveModel {
+                    id: Set(new_id()),
+                    gym_id: Set(gym_id),
+                    facility_id: Set(facility_id),
+                    search_text: Set(search_text(&r.first_name, &r.last_name, email.as_deref())),
+                    first_name: Set(r.first_name.clone()),
+                    last_name: Set(r.last_name.clone()),
+                    email_normalized: Set(email.as_ref().map(|e| e.to_lowercase())),
+                    email: Set(email),
+                    phone: Set(r.phone.value().cloned()),
+                    gender: Set(r.gender.value().cloned()),
+                    date_of_birth: Set(r.date_of_birth.value().map(|d| d.0)),
+                    city: Set(r.city.value().cloned()),
+                    country: Set(r.country.value().cloned()),
+                    status: Set(status_of(r.status, crate::api::generated::MemberStatus::Active).as_str().to_string()),
+                    legacy_id: Set(Some(r.legacy_id.clone())),
+                    visits_count: Set(0),
+                    last_visit_at: Set(None),
+                    created_at: Set(at),
+                    updated_at: Set(at),
+                }
+            })
+            .collect();
+        let fresh = models.len();
+        Ok(((models, at), fresh))
+    };
+    let write = |txn: sea_orm::DatabaseTransaction, (models, at): (Vec<member::ActiveModel>, DateTime<Utc>)| async move {
+        let created = insert_new(&txn, models, [member::Column::GymId, member::Column::LegacyId]).await?;
+        add_counts(&txn, gym_id, counters::MEMBER_ROWS, created.iter().map(|m| m.status.as_str())).await?;
+        finish(txn, gym_id, ImportEntity::Members, received, created.len(), at).await
+    };
+    run(db, ImportEntity::Members, received, dry_run, validate, write).await
+}
+
+// --- memberships ---------------------------------------------------------------------------------
+
+pub async fn memberships(
+    db: &DatabaseConnection,
+    gym_id: Uuid,
+    rows: Vec<ImportMembershipRow>,
+    dry_run: bool,
+) -> Result<ImportResult, ApiError> {
+    let received = rows.len();
+    let validate = || async {
+        let mut errors = FieldErrors::new();
+        check_batch_ids(rows.iter().map(|r| r.legacy_id.as_str()), &mut errors);
+        let existing = lookup::<member_membership::Entity, Uuid>(
+            db,
+            Legacy {
+                gym: member_membership::Column::GymId,
+                legacy: member_membership::Column::LegacyId,
+                id: member_membership::Column::Id,
+                extra: member_membership::Column::MemberId,
+            },
+            gym_id,
+            rows.iter().map(|r| r.legacy_id.as_str()).collect(),
+            None,
+        )
+        .await?;
+        let fresh: Vec<(usize, &ImportMembershipRow)> =
+            rows.iter().enumerate().filter(|(_, r)| !existing.contains_key(&r.legacy_id)).collect();
+        let (members, plans) = tokio::try_join!(
+            member_refs(db, gym_id, fresh.iter().map(|(_, r)| r.member_legacy_id.as_str()).collect()),
+            plan_refs(db, gym_id, fresh.iter().map(|(_, r)| r.plan_legacy_id.as_str()).collect()),
+        )?;
+        let at = now();
+        let mut models = Vec::with_capacity(fresh.len());
+        for (i, r) in fresh {
+            let member = members.get(&r.member_legacy_id);
+            let plan = plans.get(&r.plan_legacy_id);
+            if member.is_none() {
+                errors.add(field(i, "member_legacy_id"), missing("member", &r.member_legacy_id));
+            }
+            if plan.is_none() {
+                errors.add(field(i, "plan_legacy_id"), missing("plan", &r.plan_legacy_id));
+            }
+            if let Some(end) = r.ends_on.value()
+                && end.0 < r.starts_on.0
+            {
+                errors.add(field(i, "ends_on"), "The ends_on must be on or after starts_on.");
+            }
+            let (Some((member_id, _)), Some((plan_id, kind))) = (member, plan) else { continue };
+            models.push(member_membership::ActiveModel {
+                id: Set(new_id()),
+                gym_id: Set(gym_id),
+                member_id: Set(*member_id),
+                membership_plan_id: Set((*kind == PlanKind::Membership).then_some(*plan_id)),
+                subscription_plan_id: Set((*kind == PlanKind::Subscription).then_some(*plan_id)),
+                starts_on: Set(r.starts_on.0),
+                ends_on: Set(r.ends_on.value().map(|d| d.0)),
+                legacy_id: Set(Some(r.legacy_id.clone())),
+                created_at: Set(at),
+                updated_at: Set(at),
+            });
+        }
+        errors.into_result()?;
+        let fresh = models.len();
+        Ok(((models, at), fresh))
+    };
+    let write = |txn: sea_orm::DatabaseTransaction,
+                 (models, at): (Vec<member_membership::ActiveModel>, DateTime<Utc>)| async move {
+        let created =
+            insert_new(&txn, models, [member_membership::Column::GymId, member_membership::Column::LegacyId]).await?;
+        finish(txn, gym_id, ImportEntity::Memberships, received, created.len(), at).await
+    };
+    run(db, ImportEntity::Memberships, received, dry_run, validate, write).await
+}
+
+// --- attendance and access logs ------------------------------------------------------------------
+
+/// Check-ins (`attendance`) and door events (`access_logs`): one table, one legacy id space per kind.
+pub async fn attendance(
+    db: &DatabaseConnection,
+    gym_id: Uuid,
+    entity: ImportEntity,
+    rows: Vec<ImportAttendanceRow>,
+    dry_run: bool,
+) -> Result<ImportResult, ApiError> {
+    let kind = match entity {
+        ImportEntity::AccessLogs => "access",
+        _ => "check_in",
+    };
+    let received = rows.len();
+    let validate = || async {
+        let mut errors = FieldErrors::new();
+        check_batch_ids(rows.iter().map(|r| r.legacy_id.as_str()), &mut errors);
+        let existing = lookup::<attendance::Entity, Uuid>(
+            db,
+            Legacy {
+                gym: attendance::Column::GymId,
+                legacy: attendance::Column::LegacyId,
+                id: attendance::Column::Id,
+                extra: attendance::Column::FacilityId,
+            },
+            gym_id,
+            rows.iter().map(|r| r.legacy_id.as_str()).collect(),
+            Some(attendance::Column::Kind.eq(kind)),
+        )
+        .await?;
+        let fresh: Vec<(usize, &ImportAttendanceRow)> =
+            rows.iter().enumerate().filter(|(_, r)| !existing.contains_key(&r.legacy_id)).collect();
+        let members = member_refs(
+            db,
+            gym_id,
+            fresh.iter().filter_map(|(_, r)| r.member_legacy_id.value().map(String::as_str)).collect(),
+        )
+        .await?;
+        let unattributed = fresh.iter().any(|(_, r)| r.member_legacy_id.value().is_none());
+        let fallback = if unattributed { Some(default_facility(db, gym_id).await?) } else { None };
+        let at = now();
+        let mut models = Vec::with_capacity(fresh.len());
+        for (i, r) in fresh {
+            let (member_id, facility_id) = match (r.member_legacy_id.value(), fallback) {
+                (Some(legacy), _) => match members.get(legacy) {
+                    Some((id, facility)) => (Some(*id), *facility),
+                    None => {
+                        errors.add(field(i, "member_legacy_id"), missing("member", legacy));
+                        continue;
+                    }
+                },
+                (None, Some(facility)) => (None, facility),
+                (None, None) => continue,
+            };
+            models.push(attendance::ActiveModel {
+                id: Set(new_id()),
+                gym_id: Set(gym_id),
+                facility_id: Set(facility_id),
+                member_id: Set(member_id),
+                kind: Set(kind.to_string()),
+                status: Set(status_of(r.status, crate::api::generated::AttendanceStatus::Granted).as_str().to_string()),
+                occurred_at: Set(r.occurred_at),
+                legacy_id: Set(Some(r.legacy_id.clone())),
+                created_at: Set(at),
+                updated_at: Set(at),
+            });
+        }
+        errors.into_result()?;
+        let fresh = models.len();
+        Ok(((models, at), fresh))
+    };
+    let write = |txn: sea_orm::DatabaseTransaction, (models, at): (Vec<attendance::ActiveModel>, DateTime<Utc>)| async move {
+        let created = insert_new(
+            &txn,
+            models,
+            [attendance::Column::GymId, attendance::Column::Kind, attendance::Column::LegacyId],
+        )
+        .await?;
+        add_counts(&txn, gym_id, counters::ATTENDANCE_ROWS, created.iter().map(|a| a.status.as_str())).await?;
+        add_visits(&txn, gym_id, &created, at).await?;
+        finish(txn, gym_id, entity, received, created.len(), at).await
+    };
+    run(db, entity, received, dry_run, validate, write).await
+}
+
+/// A member's `visits_count` and `last_visit_at` follow their granted check-ins: one UPDATE for
+/// the members of a batch, adding to the stored figures (so concurrent batches add up).
+async fn add_visits(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    created: &[attendance::Model],
+    at: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let mut visits: HashMap<Uuid, (i64, DateTime<Utc>)> = HashMap::new();
+    for a in created.iter().filter(|a| a.kind == "check_in" && a.status == "granted") {
+        let Some(member_id) = a.member_id else { continue };
+        let v = visits.entry(member_id).or_insert((0, a.occurred_at));
+        v.0 += 1;
+        v.1 = v.1.max(a.occurred_at);
+    }
+    if visits.is_empty() {
+        return Ok(());
+    }
+    use member::Column::{Id, LastVisitAt, VisitsCount};
+    let mut count = CaseStatement::new();
+    let mut last = CaseStatement::new();
+    for (id, (n, latest)) in &visits {
+        count = count.case(Expr::col(Id).eq(*id), Expr::col(VisitsCount).add(*n));
+        last = last.case(
+            Expr::col(Id).eq(*id).and(Expr::col(LastVisitAt).is_null().or(Expr::col(LastVisitAt).lt(*latest))),
+            Expr::val(*latest),
+        );
+    }
+    member::Entity::update_many()
+        .col_expr(VisitsCount, count.finally(Expr::col(VisitsCount)).into())
+        .col_expr(LastVisitAt, last.finally(Expr::col(LastVisitAt)).into())
+        .col_expr(member::Column::UpdatedAt, Expr::val(at).into())
+        .filter(member::Column::GymId.eq(gym_id))
+        .filter(Id.is_in(visits.keys().copied()))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+// --- products and purchases ----------------------------------------------------------------------
+
+pub async fn products(
+    db: &DatabaseConnection,
+    gym_id: Uuid,
+    rows: Vec<ImportProductRow>,
+    dry_run: bool,
+) -> Result<ImportResult, ApiError> {
+    let received = rows.len();
+    let validate = || async {
+        let mut errors = FieldErrors::new();
+        check_batch_ids(rows.iter().map(|r| r.legacy_id.as_str()), &mut errors);
+        errors.into_result()?;
+        let existing = product_refs(db, gym_id, rows.iter().map(|r| r.legacy_id.as_str()).collect()).await?;
+        let at = now();
+        let models: Vec<product::ActiveModel> = rows
+            .iter()
+            .filter(|r| !existing.contains_key(&r.legacy_id))
+            .map(|r| product::ActiveModel {
+                id: Set(new_id()),
+                gym_id: Set(gym_id),
+                name: Set(r.name.clone()),
+                description: Set(r.description.value().cloned()),
+                sku: Set(r.sku.value().cloned()),
+                price_amount: Set(r.price.amount),
+                currency: Set(r.price.currency.clone()),
+                status: Set(status_of(r.status, crate::api::generated::ProductStatus::Active).as_str().to_string()),
+                legacy_id: Set(Some(r.legacy_id.clone())),
+                created_at: Set(at),
+                updated_at: Set(at),
+            })
+            .collect();
+        let fresh = models.len();
+        Ok(((models, at), fresh))
+    };
+    let write = |txn: sea_orm::DatabaseTransaction, (models, at): (Vec<product::ActiveModel>, DateTime<Utc>)| async move {
+        let created = insert_new(&txn, models, [product::Column::GymId, product::Column::LegacyId]).await?;
+        add_counts(&txn, gym_id, counters::PRODUCT_ROWS, created.iter().map(|p| p.status.as_str())).await?;
+        finish(txn, gym_id, ImportEntity::Products, received, created.len(), at).await
+    };
+    run(db, ImportEntity::Products, received, dry_run, validate, write).await
+}
+
+async fn product_refs(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    ids: HashSet<&str>,
+) -> Result<HashMap<String, (Uuid, String)>, DbErr> {
+    lookup::<product::Entity, String>(
+        db,
+        Legacy {
+            gym: product::Column::GymId,
+            legacy: product::Column::LegacyId,
+            id: product::Column::Id,
+            extra: product::Column::Status,
+        },
+        gym_id,
+        ids,
+        None,
+    )
+    .await
+}
+
+pub async fn purchases(
+    db: &DatabaseConnection,
+    gym_id: Uuid,
+    rows: Vec<ImportPurchaseRow>,
+    dry_run: bool,
+) -> Result<ImportResult, ApiError> {
+    let received = rows.len();
+    let validate = || async {
+        let mut errors = FieldErrors::new();
+        check_batch_ids(rows.iter().map(|r| r.legacy_id.as_str()), &mut errors);
+        let existing = lookup::<purchase::Entity, String>(
+            db,
+            Legacy {
+                gym: purchase::Column::GymId,
+                legacy: purchase::Column::LegacyId,
+                id: purchase::Column::Id,
+                extra: purchase::Column::PaymentStatus,
+            },
+            gym_id,
+            rows.iter().map(|r| r.legacy_id.as_str()).collect(),
+            None,
+        )
+        .await?;
+        let fresh: Vec<(usize, &ImportPurchaseRow)> =
+            rows.iter().enumerate().filter(|(_, r)| !existing.contains_key(&r.legacy_id)).collect();
+        let (members, products) = tokio::try_join!(
+            member_refs(
+                db,
+                gym_id,
+                fresh.iter().filter_map(|(_, r)| r.member_legacy_id.value().map(String::as_str)).collect()
+            ),
+            product_refs(
+                db,
+                gym_id,
+                fresh.iter().filter_map(|(_, r)| r.product_legacy_id.value().map(String::as_str)).collect()
+            ),
+        )?;
+        let at = now();
+        let mut models = Vec::with_capacity(fresh.len());
+        for (i, r) in fresh {
+            let member_id = match r.member_legacy_id.value() {
+                Some(legacy) => match members.get(legacy) {
+                    Some((id, _)) => Some(*id),
+                    None => {
+                        errors.add(field(i, "member_legacy_id"), missing("member", legacy));
+                        None
+                    }
+                },
+                None => None,
+            };
+            let product_id = match r.product_legacy_id.value() {
+                Some(legacy) => match products.get(legacy) {
+                    Some((id, _)) => Some(*id),
+                    None => {
+                        errors.add(field(i, "product_legacy_id"), missing("product", legacy));
+                        None
+                    }
+                },
+                None => None,
+            };
+            models.push(purchase::ActiveModel {
+                id: Set(new_id()),
+                gym_id: Set(gym_id),
+                member_id: Set(member_id),
+                product_id: Set(product_id),
+                description: Set(r.description.clone()),
+                quantity: Set(r.quantity.unwrap_or(1)),
+                total_amount: Set(r.total.amount),
+                currency: Set(r.total.currency.clone()),
+                payment_status: Set(r.payment_status.as_str().to_string()),
+                purchased_at: Set(r.purchased_at),
+                legacy_id: Set(Some(r.legacy_id.clone())),
+                created_at: Set(at),
+                updated_at: Set(at),
+            });
+        }
+        errors.into_result()?;
+        let fresh = models.len();
+        Ok(((models, at), fresh))
+    };
+    let write = |txn: sea_orm::DatabaseTransaction, (models, at): (Vec<purchase::ActiveModel>, DateTime<Utc>)| async move {
+        let created = insert_new(&txn, models, [purchase::Column::GymId, purchase::Column::LegacyId]).await?;
+        add_counts(&txn, gym_id, counters::PURCHASE_ROWS, created.iter().map(|p| p.payment_status.as_str())).await?;
+        finish(txn, gym_id, ImportEntity::Purchases, received, created.len(), at).await
+    };
+    run(db, ImportEntity::Purchases, received, dry_run, validate, write).await
+}
+
+// --- status --------------------------------------------------------------------------------------
+
+/// Every kind in import order, with zeros for the kinds not imported yet.
+pub async fn status(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<ImportStatus, ApiError> {
+    let rows = import_counter::Entity::find().filter(import_counter::Column::GymId.eq(gym_id)).all(db).await?;
+    let mut by_entity: HashMap<String, import_counter::Model> =
+        rows.into_iter().map(|r| (r.entity.clone(), r)).collect();
+    let entities = ImportEntity::ALL
+        .iter()
+        .map(|&entity| {
+            let row = by_entity.remove(entity.as_str());
+            ImportEntityStatus {
+                entity,
+                received: row.as_ref().map_or(0, |r| r.received),
+                created: row.as_ref().map_or(0, |r| r.created),
+                skipped: row.as_ref().map_or(0, |r| r.skipped),
+                last_batch_at: row.and_then(|r| r.last_batch_at).into(),
+            }
+        })
+        .collect();
+    Ok(ImportStatus { object: ImportStatusObject::ImportStatus, entities })
+}

@@ -1,0 +1,312 @@
+//! `POST /import/{entity}` and `GET /import/status`, over HTTP, on the backend of the run.
+
+use serde_json::{Value, json};
+
+use crate::common::TestApp;
+
+fn member_rows(from: usize, to: usize) -> Value {
+    let rows: Vec<Value> = (from..to)
+        .map(|i| {
+            json!({
+                "legacy_id": format!("M-{i}"),
+                "first_name": format!("First{i}"),
+                "last_name": "Imported",
+                "email": format!("m{i}@example.com"),
+            })
+        })
+        .collect();
+    json!({ "rows": rows })
+}
+
+async fn import(app: &TestApp, key: &str, entity: &str, body: Value) -> Value {
+    let r = app.post(key, &format!("/import/{entity}"), body).await;
+    assert_eq!(r.status, 200, "{entity}: {}", r.body);
+    assert_eq!(r.body["object"], "import_result");
+    assert_eq!(r.body["entity"], entity);
+    r.body
+}
+
+fn counts(result: &Value) -> (i64, i64, i64) {
+    (result["received"].as_i64().unwrap(), result["created"].as_i64().unwrap(), result["skipped"].as_i64().unwrap())
+}
+
+async fn total(app: &TestApp, key: &str, path: &str) -> i64 {
+    let r = app.get(key, path).await;
+    assert_eq!(r.status, 200, "{path}: {}", r.body);
+    r.body["meta"]["total"].as_i64().unwrap()
+}
+
+/// Every kind, in the documented order, shows up in its read endpoint with its legacy id.
+#[tokio::test]
+async fn every_kind_imports_and_appears_in_its_read_endpoint() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Importer").await;
+    let k = &gym.live_key;
+    let plans = json!({"rows": [
+        {"legacy_id": "P-1", "kind": "membership", "name": "10 visits", "price": {"amount": 9900, "currency": "EUR"},
+         "duration_days": 90, "visit_limit": 10},
+        {"legacy_id": "P-2", "kind": "subscription", "name": "Monthly", "price": {"amount": 4900, "currency": "EUR"},
+         "billing_interval": "month", "status": "inactive"},
+    ]});
+    assert_eq!(counts(&import(&app, k, "plans", plans).await), (2, 2, 0));
+    assert_eq!(counts(&import(&app, k, "members", member_rows(0, 3)).await), (3, 3, 0));
+    let memberships = json!({"rows": [
+        {"legacy_id": "MS-1", "member_legacy_id": "M-0", "plan_legacy_id": "P-1", "starts_on": "2026-01-01", "ends_on": null},
+        {"legacy_id": "MS-2", "member_legacy_id": "M-1", "plan_legacy_id": "P-2", "starts_on": "2026-01-01", "ends_on": "2026-12-31"},
+    ]});
+    assert_eq!(counts(&import(&app, k, "memberships", memberships).await), (2, 2, 0));
+    let checkins = json!({"rows": [
+        {"legacy_id": "A-1", "member_legacy_id": "M-0", "occurred_at": "2025-06-01T07:30:00Z"},
+        {"legacy_id": "A-2", "member_legacy_id": "M-0", "occurred_at": "2025-06-03T07:30:00Z"},
+        {"legacy_id": "A-3", "member_legacy_id": "M-0", "occurred_at": "2025-06-04T07:30:00Z", "status": "denied"},
+        {"legacy_id": "A-4", "occurred_at": "2025-06-02T07:30:00Z"},
+    ]});
+    assert_eq!(counts(&import(&app, k, "attendance", checkins).await), (4, 4, 0));
+    // Door events have their own legacy id space: "A-1" again is a new entry.
+    let doors =
+        json!({"rows": [{"legacy_id": "A-1", "member_legacy_id": "M-1", "occurred_at": "2025-06-01T08:00:00Z"}]});
+    assert_eq!(counts(&import(&app, k, "access_logs", doors).await), (1, 1, 0));
+    let products = json!({"rows": [
+        {"legacy_id": "PR-1", "name": "Protein bar", "sku": "PB-1", "price": {"amount": 250, "currency": "EUR"}},
+    ]});
+    assert_eq!(counts(&import(&app, k, "products", products).await), (1, 1, 0));
+    let purchases = json!({"rows": [
+        {"legacy_id": "S-1", "member_legacy_id": "M-0", "product_legacy_id": "PR-1", "description": "Protein bar",
+         "quantity": 2, "total": {"amount": 500, "currency": "EUR"}, "payment_status": "paid",
+         "purchased_at": "2025-06-01T08:00:00Z"},
+        {"legacy_id": "S-2", "description": "Day pass", "total": {"amount": 1200, "currency": "EUR"},
+         "payment_status": "refunded", "purchased_at": "2025-06-02T08:00:00Z"},
+    ]});
+    assert_eq!(counts(&import(&app, k, "purchases", purchases).await), (2, 2, 0));
+
+    // Members: legacy ids, and the visits of their granted check-ins.
+    let members = app.get(k, "/members?per_page=100").await.body;
+    assert_eq!(members["meta"]["total"], 3);
+    let ada = members["data"].as_array().unwrap().iter().find(|m| m["legacy_id"] == "M-0").unwrap().clone();
+    assert_eq!(ada["visits_count"], 2, "granted check-ins only: {ada}");
+    let last: chrono::DateTime<chrono::Utc> = ada["last_visit_at"].as_str().unwrap().parse().unwrap();
+    assert_eq!(last.to_rfc3339(), "2025-06-03T07:30:00+00:00");
+    assert_eq!(ada["email"], "m0@example.com");
+    let ada_id = ada["id"].as_str().unwrap();
+
+    let plans = app.get(k, "/memberships").await.body;
+    assert_eq!(plans["meta"]["total"], 1);
+    assert_eq!(plans["data"][0]["legacy_id"], "P-1");
+    assert_eq!(plans["data"][0]["visit_limit"], 10);
+    let subs = app.get(k, "/membership-subscriptions?status=inactive").await.body;
+    assert_eq!(subs["meta"]["total"], 1);
+    assert_eq!(subs["data"][0]["legacy_id"], "P-2");
+    assert_eq!(subs["data"][0]["billing_interval_count"], 1);
+
+    let attendance = app.get(k, &format!("/attendance?member_id={ada_id}&per_page=100")).await.body;
+    assert_eq!(attendance["meta"]["total"], 3);
+    assert!(attendance["data"].as_array().unwrap().iter().all(|a| a["kind"] == "check_in"));
+    assert_eq!(total(&app, k, "/attendance?status=denied").await, 1);
+    assert_eq!(total(&app, k, "/access-logs").await, 5);
+    let unattributed = app.get(k, "/attendance?per_page=100").await.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["legacy_id"] == "A-4")
+        .cloned()
+        .unwrap();
+    assert_eq!(unattributed["member_id"], Value::Null);
+
+    let products = app.get(k, "/products").await.body;
+    assert_eq!(products["data"][0]["legacy_id"], "PR-1");
+    let purchases = app.get(k, "/purchases?payment_status=paid").await.body;
+    assert_eq!(purchases["meta"]["total"], 1);
+    assert_eq!(purchases["data"][0]["legacy_id"], "S-1");
+    assert_eq!(purchases["data"][0]["member_id"], ada_id);
+    assert_eq!(purchases["data"][0]["quantity"], 2);
+    assert_eq!(total(&app, k, "/purchases").await, 2);
+
+    let status = app.get(k, "/import/status").await;
+    assert_eq!(status.status, 200);
+    let entities = status.body["entities"].as_array().unwrap();
+    let order: Vec<&str> = entities.iter().map(|e| e["entity"].as_str().unwrap()).collect();
+    assert_eq!(order, ["plans", "members", "memberships", "attendance", "access_logs", "products", "purchases"]);
+    assert_eq!(entities[3]["received"], 4);
+    assert_eq!(entities[3]["created"], 4);
+    assert!(entities[3]["last_batch_at"].is_string());
+}
+
+#[tokio::test]
+async fn a_resent_batch_creates_nothing_new() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Resend").await;
+    let k = &gym.live_key;
+    assert_eq!(counts(&import(&app, k, "members", member_rows(0, 50)).await), (50, 50, 0));
+    // The same batch again, and one that overlaps it by half.
+    assert_eq!(counts(&import(&app, k, "members", member_rows(0, 50)).await), (50, 0, 50));
+    assert_eq!(counts(&import(&app, k, "members", member_rows(25, 75)).await), (50, 25, 25));
+    assert_eq!(total(&app, k, "/members").await, 75);
+    assert_eq!(total(&app, k, "/members?status=active").await, 75);
+    assert_eq!(total(&app, k, "/members?search=imported").await, 75);
+    let status = app.get(k, "/import/status").await.body;
+    assert_eq!(
+        status["entities"][1],
+        json!({
+            "entity": "members", "received": 150, "created": 75, "skipped": 75,
+            "last_batch_at": status["entities"][1]["last_batch_at"],
+        })
+    );
+    // A skipped row is left as it was, whatever the resent row says.
+    let changed = json!({"rows": [{"legacy_id": "M-0", "first_name": "Changed", "last_name": "Name"}]});
+    assert_eq!(counts(&import(&app, k, "members", changed).await), (1, 0, 1));
+    assert_eq!(total(&app, k, "/members?search=changed").await, 0);
+}
+
+/// One invalid row refuses the whole batch: nothing of it is written or counted.
+#[tokio::test]
+async fn a_bad_row_in_the_middle_leaves_the_database_untouched() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("AllOrNothing").await;
+    let k = &gym.live_key;
+    let taken =
+        app.post(k, "/members", json!({"first_name": "Has", "last_name": "Email", "email": "M7@Example.com"})).await;
+    assert_eq!(taken.status, 201);
+    let mut body = member_rows(0, 20);
+    body["rows"][12]["legacy_id"] = json!("M-3");
+    body["rows"][15]["email"] = json!("m14@example.com");
+    let r = app.post(k, "/import/members", body).await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    let errors = r.body["errors"].as_object().unwrap();
+    let mut fields: Vec<&str> = errors.keys().map(String::as_str).collect();
+    fields.sort();
+    assert_eq!(fields, ["rows.12.legacy_id", "rows.15.email", "rows.7.email"], "{}", r.body);
+    assert_eq!(errors["rows.7.email"][0], "The email has already been taken.");
+    assert_eq!(total(&app, k, "/members").await, 1);
+    let status = app.get(k, "/import/status").await.body;
+    assert_eq!(status["entities"][1]["received"], 0);
+    assert_eq!(status["entities"][1]["last_batch_at"], Value::Null);
+}
+
+#[tokio::test]
+async fn references_to_rows_not_imported_yet_are_named() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Order").await;
+    let other = app.gym("Other").await;
+    let k = &gym.live_key;
+    // Memberships before members (and plans): each missing reference is named.
+    let memberships = json!({"rows": [
+        {"legacy_id": "MS-1", "member_legacy_id": "M-0", "plan_legacy_id": "P-1", "starts_on": "2026-01-01"},
+    ]});
+    let r = app.post(k, "/import/memberships", memberships.clone()).await;
+    assert_eq!(r.status, 422);
+    assert_eq!(r.body["errors"]["rows.0.member_legacy_id"][0], "No member with legacy_id \"M-0\" has been imported.");
+    assert_eq!(r.body["errors"]["rows.0.plan_legacy_id"][0], "No plan with legacy_id \"P-1\" has been imported.");
+    // Another gym's members are not this gym's.
+    import(&app, &other.live_key, "members", member_rows(0, 1)).await;
+    let r = app
+        .post(
+            k,
+            "/import/attendance",
+            json!({"rows": [
+                {"legacy_id": "A-1", "member_legacy_id": "M-0", "occurred_at": "2025-06-01T07:30:00Z"},
+            ]}),
+        )
+        .await;
+    assert_eq!(r.status, 422);
+    assert!(r.body["errors"]["rows.0.member_legacy_id"].is_array(), "{}", r.body);
+    let r = app.post(k, "/import/purchases", json!({"rows": [
+        {"legacy_id": "S-1", "product_legacy_id": "PR-9", "description": "x", "total": {"amount": 1, "currency": "EUR"},
+         "payment_status": "paid", "purchased_at": "2025-06-01T08:00:00Z"},
+    ]})).await;
+    assert_eq!(r.status, 422);
+    assert!(r.body["errors"]["rows.0.product_legacy_id"].is_array(), "{}", r.body);
+    assert_eq!(total(&app, k, "/attendance").await, 0);
+    assert_eq!(total(&app, k, "/purchases").await, 0);
+    // In order, the same memberships import.
+    let plans = json!({"rows": [{"legacy_id": "P-1", "kind": "membership", "name": "Visits", "price": {"amount": 1, "currency": "EUR"}}]});
+    import(&app, k, "plans", plans).await;
+    import(&app, k, "members", member_rows(0, 1)).await;
+    assert_eq!(counts(&import(&app, k, "memberships", memberships).await), (1, 1, 0));
+}
+
+#[tokio::test]
+async fn plan_rows_hold_the_fields_of_their_kind() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Plans").await;
+    let r = app.post(&gym.live_key, "/import/plans", json!({"rows": [
+        {"legacy_id": "P-1", "kind": "subscription", "name": "No interval", "price": {"amount": 1, "currency": "EUR"}},
+        {"legacy_id": "P-2", "kind": "membership", "name": "Bad", "price": {"amount": 1, "currency": "EUR"}, "billing_interval": "week"},
+        {"legacy_id": "P-3", "kind": "subscription", "name": "Bad", "price": {"amount": 1, "currency": "EUR"},
+         "billing_interval": "week", "visit_limit": 3},
+        {"legacy_id": "P-3", "kind": "membership", "name": "Twice", "price": {"amount": 1, "currency": "EUR"}},
+    ]})).await;
+    assert_eq!(r.status, 422);
+    let mut fields: Vec<&String> = r.body["errors"].as_object().unwrap().keys().collect();
+    fields.sort();
+    assert_eq!(
+        fields,
+        ["rows.0.billing_interval", "rows.1.billing_interval", "rows.2.visit_limit", "rows.3.legacy_id"]
+    );
+    assert_eq!(total(&app, &gym.live_key, "/memberships").await, 0);
+}
+
+#[tokio::test]
+async fn dry_run_reports_and_writes_nothing() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Dry").await;
+    let k = &gym.live_key;
+    import(&app, k, "members", member_rows(0, 10)).await;
+    let r = app.post(k, "/import/members?dry_run=true", member_rows(5, 20)).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["dry_run"], true);
+    assert_eq!(counts(&r.body), (15, 10, 5));
+    assert_eq!(total(&app, k, "/members").await, 10);
+    assert_eq!(app.get(k, "/import/status").await.body["entities"][1]["received"], 10);
+    // A dry run finds the same problems a real one would.
+    let mut bad = member_rows(20, 22);
+    bad["rows"][1]["email"] = json!("m3@example.com");
+    let r = app.post(k, "/import/members?dry_run=true", bad).await;
+    assert_eq!(r.status, 422);
+    assert!(r.body["errors"]["rows.1.email"].is_array());
+}
+
+/// The same batch sent by several clients at once is written once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_identical_batches_write_each_row_once() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Race").await;
+    let k = gym.live_key.clone();
+    let sends = (0..4).map(|_| app.post(&k, "/import/members", member_rows(0, 200)));
+    let results = futures_util::future::join_all(sends).await;
+    let mut created = 0;
+    for r in &results {
+        assert_eq!(r.status, 200, "{}", r.body);
+        created += r.body["created"].as_i64().unwrap();
+    }
+    assert_eq!(created, 200);
+    assert_eq!(total(&app, &k, "/members").await, 200);
+    let status = app.get(&k, "/import/status").await.body;
+    assert_eq!(status["entities"][1]["received"], 800);
+    assert_eq!(status["entities"][1]["created"], 200);
+}
+
+/// A test key imports into the sandbox only.
+#[tokio::test]
+async fn a_test_key_imports_into_the_sandbox() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Sandboxed").await;
+    let test_key = app.test_key(&gym).await;
+    import(&app, &test_key, "members", member_rows(0, 5)).await;
+    assert_eq!(total(&app, &test_key, "/members").await, 5);
+    assert_eq!(total(&app, &gym.live_key, "/members").await, 0);
+    assert_eq!(app.get(&gym.live_key, "/import/status").await.body["entities"][1]["received"], 0);
+}
+
+/// An `Idempotency-Key` per batch: a resend is answered from the first response.
+#[tokio::test]
+async fn a_keyed_batch_replays() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Keyed").await;
+    let k = &gym.live_key;
+    let headers = [("Idempotency-Key", "members-batch-1")];
+    let first = app.request("POST", "/import/members", Some(k), Some(member_rows(0, 10)), &headers).await;
+    let again = app.request("POST", "/import/members", Some(k), Some(member_rows(0, 10)), &headers).await;
+    assert_eq!(first.body, again.body);
+    assert_eq!(again.header("idempotency-replayed"), Some("true"));
+    assert_eq!(app.get(k, "/import/status").await.body["entities"][1]["received"], 10);
+}
