@@ -310,3 +310,211 @@ async fn a_keyed_batch_replays() {
     assert_eq!(again.header("idempotency-replayed"), Some("true"));
     assert_eq!(app.get(k, "/import/status").await.body["entities"][1]["received"], 10);
 }
+
+// --- the `gymapi import` client ------------------------------------------------------------------
+
+fn client(app: &TestApp, key: &str, args: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gymapi"));
+    cmd.arg("import")
+        .args(["--base-url", &app.address])
+        .args(args)
+        .env("GYMAPI_KEY", key)
+        .env_remove("DATABASE_URL")
+        .env_remove("REDIS_URL")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd
+}
+
+/// Runs the client to its end, off the test's runtime (the server shares it).
+async fn run_client(mut cmd: std::process::Command) -> std::process::Output {
+    tokio::task::spawn_blocking(move || cmd.output().unwrap()).await.unwrap()
+}
+
+fn members_csv(dir: &std::path::Path, n: usize) -> std::path::PathBuf {
+    // CRLF, as spreadsheets write it, with columns named the way the old system named them.
+    let mut text = String::from("Member No,First,Last,E-mail,Born,Notes\r\n");
+    for i in 0..n {
+        let email = if i % 4 == 0 { String::new() } else { format!("member{i}@example.com") };
+        let born = if i % 2 == 0 { "1990-05-17" } else { "" };
+        text.push_str(&format!("OLD-{i},Ann,\"Smith, {i}\",{email},{born},ignored\r\n"));
+    }
+    let path = dir.join("members.csv");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const MAPPING: [&str; 10] = [
+    "--map",
+    "Member No=legacy_id",
+    "--map",
+    "First=first_name",
+    "--map",
+    "Last=last_name",
+    "--map",
+    "E-mail=email",
+    "--map",
+    "Born=date_of_birth",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_client_maps_a_csv_file_and_reports_refusals_by_line() {
+    let app = TestApp::spawn_with(|c| c.rate_limit_per_minute = 1_000_000).await;
+    let gym = app.gym("Client").await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = members_csv(dir.path(), 1_234);
+    let file_arg = file.to_str().unwrap();
+
+    // An unmapped column is refused before anything is sent.
+    let out = run_client(client(&app, &gym.live_key, &["--entity", "members", file_arg])).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Member No"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(total(&app, &gym.live_key, "/members").await, 0);
+
+    let mut args = vec!["--entity", "members", "--json", "--map", "Notes=-"];
+    args.extend(MAPPING);
+    args.push(file_arg);
+    let out = run_client(client(&app, &gym.live_key, &args)).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["rows"], 1_234);
+    assert_eq!(summary["batches"], 3);
+    assert_eq!(summary["created"], 1_234);
+    assert_eq!(total(&app, &gym.live_key, "/members").await, 1_234);
+    let found = app.get(&gym.live_key, "/members?search=member17@").await.body;
+    assert_eq!(found["data"][0]["legacy_id"], "OLD-17");
+    assert_eq!(found["data"][0]["email"], "member17@example.com");
+    assert_eq!(found["data"][0]["date_of_birth"], Value::Null);
+
+    // A row the server refuses is reported with its line in the file (header = line 1).
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str("NEW-1,Dup,Email,member17@example.com,,\r\n");
+    std::fs::write(&file, text).unwrap();
+    let out = run_client(client(&app, &gym.live_key, &args)).await;
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("line 1236 (rows.234.email): The email has already been taken."), "{stderr}");
+}
+
+/// Killed mid-file, then run again: the gym holds exactly the file's rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_client_run_again_imports_exactly_the_file() {
+    use entity::import_counter;
+    use sea_orm::EntityTrait;
+
+    let app = TestApp::spawn_with(|c| c.rate_limit_per_minute = 1_000_000).await;
+    let gym = app.gym("Interrupted").await;
+    let dir = tempfile::tempdir().unwrap();
+    let n = 6_000;
+    let file = members_csv(dir.path(), n);
+    let mut args = vec!["--entity", "members", "--batch-size", "20", "--quiet", "--map", "Notes=-"];
+    args.extend(MAPPING);
+    args.push(file.to_str().unwrap());
+
+    let mut child = client(&app, &gym.live_key, &args).spawn().unwrap();
+    let created_so_far = || async {
+        import_counter::Entity::find_by_id((gym.id, "members".to_string()))
+            .one(&app.db)
+            .await
+            .unwrap()
+            .map_or(0, |c| c.created)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while created_so_far().await < 200 {
+        assert!(child.try_wait().unwrap().is_none(), "the client ended before it could be interrupted");
+        assert!(std::time::Instant::now() < deadline, "the client made no progress");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before = total(&app, &gym.live_key, "/members").await;
+    assert!((200..n as i64).contains(&before), "interrupted mid-file: {before}");
+
+    let mut json_args = args.clone();
+    json_args.push("--json");
+    let out = run_client(client(&app, &gym.live_key, &json_args)).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["rows"], n);
+    // A batch in flight at the kill may have landed after `before` was read: the rows the first
+    // run wrote are "already there" to the second, whatever their number.
+    let (created, skipped) = (summary["created"].as_i64().unwrap(), summary["skipped"].as_i64().unwrap());
+    assert_eq!(created + skipped, n as i64, "{summary}");
+    assert!(skipped >= before, "{summary}");
+    assert_eq!(total(&app, &gym.live_key, "/members").await, n as i64);
+    assert_eq!(total(&app, &gym.live_key, "/members?search=member5999@").await, 1);
+}
+
+/// A 429 waits for `Retry-After`, a 5xx backs off; the retried batch keeps its `Idempotency-Key`.
+/// The server here answers as a limited, flaky gymapi would, in a scripted order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_client_waits_out_the_rate_limit_and_retries_errors() {
+    use std::sync::{Arc, Mutex};
+
+    use poem::{EndpointExt, Route, handler, http::StatusCode, listener::TcpListener, web::Data};
+
+    type Seen = Arc<Mutex<Vec<String>>>;
+    #[handler]
+    fn flaky(req: &poem::Request, seen: Data<&Seen>) -> poem::Response {
+        let key = req.header("idempotency-key").unwrap_or_default().to_string();
+        let n = {
+            let mut seen = seen.lock().unwrap();
+            seen.push(key);
+            seen.len()
+        };
+        let json = |status: StatusCode, body: Value| {
+            poem::Response::builder().status(status).content_type("application/json").body(body.to_string())
+        };
+        match n {
+            1 | 2 => {
+                let mut r = json(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    json!({"error": {"type": "rate_limited", "message": "slow down"}}),
+                );
+                r.headers_mut().insert("retry-after", "1".parse().unwrap());
+                r
+            }
+            3 => json(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": {"type": "service_unavailable", "message": "busy"}}),
+            ),
+            _ => json(
+                StatusCode::OK,
+                json!({"object": "import_result", "entity": "products", "dry_run": false, "received": 1, "created": 1, "skipped": 0}),
+            ),
+        }
+    }
+    let seen: Seen = Arc::default();
+    let acceptor = poem::listener::Listener::into_acceptor(TcpListener::bind("127.0.0.1:0")).await.unwrap();
+    let addr = *poem::listener::Acceptor::local_addr(&acceptor)[0].as_socket_addr().unwrap();
+    let app = Route::new().at("/api/v1/import/products", poem::post(flaky)).data(seen.clone());
+    tokio::spawn(poem::Server::new_with_acceptor(acceptor).run(app));
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("products.jsonl");
+    let row = json!({"legacy_id": "PR-1", "name": "Bar", "price": {"amount": 250, "currency": "EUR"}});
+    std::fs::write(&file, format!("{row}\n\n")).unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gymapi"));
+    cmd.args([
+        "import",
+        "--base-url",
+        &format!("http://{addr}"),
+        "--key",
+        "svc_live_x",
+        "--entity",
+        "products",
+        "--json",
+    ])
+    .arg(&file)
+    .env_remove("DATABASE_URL")
+    .env_remove("GYMAPI_KEY");
+    let out = run_client(cmd).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((summary["rows"].as_u64(), summary["created"].as_i64()), (Some(1), Some(1)), "{summary}");
+    assert_eq!(summary["rate_limited"], 2);
+    assert_eq!(summary["retried"], 1);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 4);
+    assert!(seen[0].starts_with("gymapi-import-") && seen.iter().all(|k| *k == seen[0]), "{seen:?}");
+}
