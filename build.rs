@@ -303,8 +303,14 @@ impl<'a> Generator<'a> {
                         self.rust_type(s, &format!("{inline_name}Value"), &format!("{pointer}/additionalProperties"))?;
                     quote! { std::collections::BTreeMap<String, #value> }
                 }
+                // `additionalProperties: true`: any JSON object.
+                Some(openapiv3::AdditionalProperties::Any(true)) => {
+                    quote! { std::collections::BTreeMap<String, serde_json::Value> }
+                }
                 _ => {
-                    return Err(format!("{pointer}: a free-form object needs `additionalProperties: <schema>`"));
+                    return Err(format!(
+                        "{pointer}: a free-form object needs `additionalProperties: <schema>` or `additionalProperties: true`"
+                    ));
                 }
             },
             SchemaKind::Type(Type::Object(_)) => {

@@ -36,6 +36,8 @@ pub struct AppState {
     pub last_used: Arc<LastUsed>,
     /// Rate limits: Redis when `REDIS_URL` is set, else in process.
     pub store: Arc<dyn Store>,
+    /// Wakes this process's webhook dispatcher after a commit that queued deliveries.
+    pub webhooks: Arc<tokio::sync::Notify>,
 }
 
 impl AppState {
@@ -55,7 +57,17 @@ impl AppState {
             contract: Contract::embedded()?,
             last_used: Arc::new(LastUsed::default()),
             store,
+            webhooks: Arc::new(tokio::sync::Notify::new()),
         })
+    }
+
+    /// Starts what runs beside the API: the webhook dispatcher, unless the configuration leaves it
+    /// to `gymapi worker` processes.
+    pub fn start_background(&self) -> anyhow::Result<()> {
+        if self.config.webhook_dispatch {
+            crate::webhooks::dispatch::spawn(self.db.clone(), &self.config, self.webhooks.clone())?;
+        }
+        Ok(())
     }
 }
 

@@ -58,6 +58,63 @@ enum Command {
     User(UserCommand),
     /// Import a CSV or JSON Lines file through the API, in batches; run it again to resume.
     Import(ImportArgs),
+    /// Send webhook deliveries (beside `serve` instances started with GYMAPI_WEBHOOK_DISPATCH=0).
+    Worker,
+    /// Webhook endpoints of a gym or its sandbox.
+    #[command(subcommand)]
+    Webhook(WebhookCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum WebhookCommand {
+    /// Add an endpoint; prints its signing secret (shown once).
+    Create {
+        #[arg(long)]
+        gym: Uuid,
+        /// The endpoint receives the events of the gym's sandbox instead.
+        #[arg(long)]
+        sandbox: bool,
+        #[arg(long)]
+        url: String,
+        /// Event types, comma separated (default: all).
+        #[arg(long, value_delimiter = ',')]
+        events: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The endpoints of a gym and of its sandbox.
+    List {
+        #[arg(long)]
+        gym: Uuid,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop sending to an endpoint.
+    Disable {
+        id: Uuid,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Send to an endpoint again.
+    Enable {
+        id: Uuid,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A new signing secret; the old one keeps signing for 24 h.
+    RotateSecret {
+        id: Uuid,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete an endpoint and its deliveries.
+    Delete { id: Uuid },
+    /// Send a `ping` event to an endpoint.
+    Ping {
+        id: Uuid,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -336,9 +393,85 @@ async fn import(a: ImportArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+fn endpoint_json(e: &entity::webhook_endpoint::Model) -> serde_json::Value {
+    json!({
+        "id": e.id,
+        "gym_id": e.gym_id,
+        "url": e.url,
+        "events": e.event_types.as_deref().map(|t| t.split(',').collect::<Vec<_>>()),
+        "enabled": e.enabled,
+        "disabled_reason": e.disabled_reason,
+        "secret_rotated_until": opt_time(e.previous_secret_expires_at),
+        "created_at": crate::pagination::rfc3339(e.created_at),
+    })
+}
+
+async fn webhook(command: WebhookCommand, config: &Config) -> Result<(), Failure> {
+    use crate::webhooks;
+    let db = open(config).await?;
+    let actor = Actor::Operator;
+    match command {
+        WebhookCommand::Create { gym, sandbox, url, events, json } => {
+            let e = webhooks::create_endpoint(&db, &actor, gym, sandbox, &url, &events, config.webhook_allow_private)
+                .await?;
+            print(json, json!({"id": e.model.id, "secret": e.secret, "url": e.model.url}), || {
+                format!("endpoint {}\nsecret {} (shown once: keep it to verify signatures)", e.model.id, e.secret)
+            });
+        }
+        WebhookCommand::List { gym, json } => {
+            let list = webhooks::list_endpoints(&db, &actor, gym).await?;
+            print(json, json!({"data": list.iter().map(endpoint_json).collect::<Vec<_>>()}), || {
+                list.iter()
+                    .map(|e| {
+                        format!(
+                            "{}  {}  {}  {}",
+                            e.id,
+                            if e.enabled { "enabled " } else { "disabled" },
+                            e.event_types.as_deref().unwrap_or("all events"),
+                            e.url
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        }
+        WebhookCommand::Disable { id, json } => {
+            let e = webhooks::set_enabled(&db, &actor, id, false).await?;
+            print(json, endpoint_json(&e), || format!("endpoint {} disabled", e.id));
+        }
+        WebhookCommand::Enable { id, json } => {
+            let e = webhooks::set_enabled(&db, &actor, id, true).await?;
+            print(json, endpoint_json(&e), || format!("endpoint {} enabled", e.id));
+        }
+        WebhookCommand::RotateSecret { id, json } => {
+            let e = webhooks::rotate_secret(&db, &actor, id).await?;
+            print(
+                json,
+                json!({"id": e.model.id, "secret": e.secret, "previous_valid_until": opt_time(e.model.previous_secret_expires_at)}),
+                || {
+                    format!(
+                        "new secret {} (the old one signs too until {})",
+                        e.secret,
+                        opt_time(e.model.previous_secret_expires_at)
+                    )
+                },
+            );
+        }
+        WebhookCommand::Delete { id } => {
+            webhooks::delete_endpoint(&db, &actor, id).await?;
+        }
+        WebhookCommand::Ping { id, json } => {
+            let delivery = webhooks::ping(&db, &actor, id).await?;
+            print(json, json!({"delivery_id": delivery}), || format!("ping queued: delivery {delivery}"));
+        }
+    }
+    Ok(())
+}
+
 async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
     match command {
         Command::Import(a) => import(a).await,
+        Command::Webhook(w) => webhook(w, &config).await,
         Command::Openapi => {
             print!("{}", crate::contract::DOCUMENT);
             Ok(())
@@ -358,7 +491,16 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
                 println!("{}", keys.banner(&format!("http://{}", config.bind)));
             }
             let state = AppState::new(db, config).await?;
+            state.start_background()?;
             crate::server::serve(state).await?;
+            Ok(())
+        }
+        Command::Worker => {
+            let db = open(&config).await?;
+            let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+            let dispatcher = crate::webhooks::dispatch::Dispatcher::new(db, &config, wake)?;
+            tracing::info!("gymapi worker: sending webhook deliveries");
+            dispatcher.run(crate::server::shutdown_signal()).await;
             Ok(())
         }
         Command::Demo { json } => {

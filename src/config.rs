@@ -31,6 +31,9 @@ pub struct Config {
     pub webhook_allow_private: bool,
     /// `GYMAPI_WEBHOOK_RETRY_SCHEDULE`, seconds separated by commas.
     pub webhook_retry_schedule: Vec<Duration>,
+    /// `GYMAPI_WEBHOOK_DISPATCH=0` keeps `serve` from sending webhooks (when `gymapi worker`
+    /// processes do it); default on.
+    pub webhook_dispatch: bool,
     /// `GYMAPI_LOG_FORMAT=json` for JSON lines (default: human-readable).
     pub log_json: bool,
 }
@@ -54,6 +57,7 @@ impl Default for Config {
                 .into_iter()
                 .map(Duration::from_secs)
                 .collect(),
+            webhook_dispatch: true,
             log_json: false,
         }
     }
@@ -116,6 +120,9 @@ impl Config {
             if c.webhook_retry_schedule.is_empty() {
                 bail!("GYMAPI_WEBHOOK_RETRY_SCHEDULE must list at least one delay");
             }
+        }
+        if let Some(v) = var("GYMAPI_WEBHOOK_DISPATCH") {
+            c.webhook_dispatch = !matches!(v.trim(), "0" | "false" | "no" | "off");
         }
         c.log_json = var("GYMAPI_LOG_FORMAT").is_some_and(|v| v == "json");
         Ok(c)

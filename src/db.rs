@@ -62,6 +62,14 @@ pub fn redact(url: &str) -> String {
     }
 }
 
+/// Whether SQLite refused a transaction because another connection wrote first (`SQLITE_BUSY`,
+/// including the `BUSY_SNAPSHOT` of a transaction that read before it wrote): the transaction
+/// did nothing and may run again.
+pub fn is_busy(err: &sea_orm::DbErr) -> bool {
+    let text = err.to_string();
+    text.contains("database is locked") || text.contains("(code: 5)") || text.contains("(code: 517)")
+}
+
 /// `?` placeholders in the form of the backend (`$1`, `$2`, ... on PostgreSQL).
 pub fn placeholders(backend: DbBackend, sql: &str) -> String {
     if backend != DbBackend::Postgres {

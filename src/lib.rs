@@ -22,3 +22,4 @@ pub mod limits;
 pub mod pagination;
 pub mod server;
 pub mod types;
+pub mod webhooks;

@@ -18,7 +18,7 @@ pub async fn serve(state: AppState) -> anyhow::Result<()> {
         .with_context(|| format!("cannot serve on {bind}"))
 }
 
-async fn shutdown_signal() {
+pub async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };

@@ -16,6 +16,8 @@ pub struct Model {
     pub attempts: String,
     pub attempt_count: i32,
     pub next_attempt_at: Option<DateTimeUtc>,
+    /// A dispatcher's lease while it sends; the row is skipped by others until it ends.
+    pub claimed_until: Option<DateTimeUtc>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -12,6 +12,8 @@ pub struct Model {
     /// Subscribed event types, comma-separated; `None` for all.
     pub event_types: Option<String>,
     pub enabled: bool,
+    /// Why the endpoint was disabled (`410 Gone` from the receiver, or a person).
+    pub disabled_reason: Option<String>,
     /// `whsec_...` signing secret.
     pub secret: String,
     /// The secret before the last rotation, valid until `previous_secret_expires_at`.

@@ -4,12 +4,17 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261122_000001_initial;
 mod m20261122_000002_counters_and_search;
+mod m20261122_000003_webhook_dispatch;
 
 pub struct Migrator;
 
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261122_000001_initial::Migration), Box::new(m20261122_000002_counters_and_search::Migration)]
+        vec![
+            Box::new(m20261122_000001_initial::Migration),
+            Box::new(m20261122_000002_counters_and_search::Migration),
+            Box::new(m20261122_000003_webhook_dispatch::Migration),
+        ]
     }
 }

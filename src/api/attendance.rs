@@ -100,7 +100,7 @@ async fn list(h: &Handlers, ctx: &RequestContext, p: ListAttendanceParams) -> Re
         updated: Column::UpdatedAt,
         order: Column::OccurredAt,
         id: Column::Id,
-        counted: counters::ATTENDANCE_ROWS,
+        counted: Some(counters::ATTENDANCE_ROWS),
     };
     // The counters know totals per status, not per member or period.
     let counted = (p.member_id.is_none() && from.is_none() && to.is_none()).then(|| p.status.map(|s| s.as_str()));

@@ -91,7 +91,7 @@ impl MembershipsApi for Handlers {
             updated: Column::UpdatedAt,
             order: Column::CreatedAt,
             id: Column::Id,
-            counted: counters::MEMBERSHIP_PLAN_ROWS,
+            counted: Some(counters::MEMBERSHIP_PLAN_ROWS),
         };
         let rows = list_page(self, ctx, &mut page, Entity::find(), listing, p.updated_since, Some(None)).await?;
         Ok(ListMembershipPlansResponse::Ok(Json(MembershipPlanList {
@@ -127,7 +127,7 @@ impl SubscriptionsApi for Handlers {
             updated: Column::UpdatedAt,
             order: Column::CreatedAt,
             id: Column::Id,
-            counted: counters::SUBSCRIPTION_PLAN_ROWS,
+            counted: Some(counters::SUBSCRIPTION_PLAN_ROWS),
         };
         let rows = list_page(self, ctx, &mut page, Entity::find(), listing, p.updated_since, Some(None)).await?;
         Ok(ListSubscriptionPlansResponse::Ok(Json(SubscriptionPlanList {
@@ -168,7 +168,7 @@ impl ProductsApi for Handlers {
             updated: Column::UpdatedAt,
             order: Column::CreatedAt,
             id: Column::Id,
-            counted: counters::PRODUCT_ROWS,
+            counted: Some(counters::PRODUCT_ROWS),
         };
         let status = p.status.map(|s| s.as_str());
         let rows = list_page(self, ctx, &mut page, select, listing, p.updated_since, Some(status)).await?;
@@ -210,7 +210,7 @@ impl PurchasesApi for Handlers {
             updated: Column::UpdatedAt,
             order: Column::PurchasedAt,
             id: Column::Id,
-            counted: counters::PURCHASE_ROWS,
+            counted: Some(counters::PURCHASE_ROWS),
         };
         // The counters know totals per payment status, not per member.
         let counted = p.member_id.is_none().then(|| p.payment_status.map(|s| s.as_str()));

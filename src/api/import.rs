@@ -5,9 +5,19 @@ use poem_openapi::payload::Json;
 use super::{Handlers, generated::*};
 use crate::{context::RequestContext, errors::ApiError, import};
 
+impl Handlers {
+    /// A written batch may have queued an `import.completed` delivery: wake the dispatcher.
+    fn written(&self, dry_run: bool) {
+        if !dry_run {
+            self.state.webhooks.notify_one();
+        }
+    }
+}
+
 impl ImportApi for Handlers {
     async fn import_plans(&self, ctx: &RequestContext, p: ImportPlansParams) -> Result<ImportPlansResponse, ApiError> {
         let r = import::plans(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
+        self.written(p.dry_run);
         Ok(ImportPlansResponse::Ok(Json(r)))
     }
 
@@ -17,6 +27,7 @@ impl ImportApi for Handlers {
         p: ImportMembersParams,
     ) -> Result<ImportMembersResponse, ApiError> {
         let r = import::members(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
+        self.written(p.dry_run);
         Ok(ImportMembersResponse::Ok(Json(r)))
     }
 
@@ -26,6 +37,7 @@ impl ImportApi for Handlers {
         p: ImportMembershipsParams,
     ) -> Result<ImportMembershipsResponse, ApiError> {
         let r = import::memberships(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
+        self.written(p.dry_run);
         Ok(ImportMembershipsResponse::Ok(Json(r)))
     }
 
@@ -36,6 +48,7 @@ impl ImportApi for Handlers {
     ) -> Result<ImportAttendanceResponse, ApiError> {
         let r =
             import::attendance(self.db(), ctx.tenant.gym_id, ImportEntity::Attendance, p.body.rows, p.dry_run).await?;
+        self.written(p.dry_run);
         Ok(ImportAttendanceResponse::Ok(Json(r)))
     }
 
@@ -46,6 +59,7 @@ impl ImportApi for Handlers {
     ) -> Result<ImportAccessLogsResponse, ApiError> {
         let r =
             import::attendance(self.db(), ctx.tenant.gym_id, ImportEntity::AccessLogs, p.body.rows, p.dry_run).await?;
+        self.written(p.dry_run);
         Ok(ImportAccessLogsResponse::Ok(Json(r)))
     }
 
@@ -55,6 +69,7 @@ impl ImportApi for Handlers {
         p: ImportProductsParams,
     ) -> Result<ImportProductsResponse, ApiError> {
         let r = import::products(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
+        self.written(p.dry_run);
         Ok(ImportProductsResponse::Ok(Json(r)))
     }
 
@@ -64,6 +79,7 @@ impl ImportApi for Handlers {
         p: ImportPurchasesParams,
     ) -> Result<ImportPurchasesResponse, ApiError> {
         let r = import::purchases(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
+        self.written(p.dry_run);
         Ok(ImportPurchasesResponse::Ok(Json(r)))
     }
 

@@ -17,6 +17,7 @@ use crate::{
     errors::{ApiError, FieldErrors},
     pagination::Page,
     types::Date,
+    webhooks::{self, EventType},
 };
 
 const KIND: &str = "member";
@@ -101,6 +102,11 @@ async fn check_references(
         }
     }
     errors.into_result()
+}
+
+/// A member as the API returns it, for an event's `data`.
+fn event_data(member: &Member) -> serde_json::Value {
+    poem_openapi::types::ToJSON::to_json(member).unwrap_or_default()
 }
 
 fn email_taken(err: sea_orm::DbErr) -> ApiError {
@@ -217,8 +223,13 @@ impl MembersApi for Handlers {
         .map_err(email_taken)?;
         counters::add(&txn, gym_id, &counters::MEMBER_ROWS.name(None), 1).await?;
         counters::add(&txn, gym_id, &counters::MEMBER_ROWS.name(Some(status)), 1).await?;
+        let member = record(model);
+        let queued = webhooks::emit(&txn, gym_id, EventType::MemberCreated, event_data(&member)).await?;
         txn.commit().await.map_err(email_taken)?;
-        Ok(CreateMemberResponse::Created(Json(record(model))))
+        if queued {
+            self.state.webhooks.notify_one();
+        }
+        Ok(CreateMemberResponse::Created(Json(member)))
     }
 
     async fn get_member(&self, ctx: &RequestContext, p: GetMemberParams) -> Result<GetMemberResponse, ApiError> {
@@ -245,8 +256,23 @@ impl MembersApi for Handlers {
     }
 }
 
-/// PUT and PATCH alike: only the given fields change; `null` clears an optional field.
+/// PUT and PATCH alike: only the given fields change; `null` clears an optional field. The
+/// transaction reads before it writes; on SQLite a write committed by another connection in
+/// between refuses it whole, and it runs again.
 async fn update(h: &Handlers, ctx: &RequestContext, id: &str, b: MemberUpdate) -> Result<Member, ApiError> {
+    let mut attempt = 0;
+    loop {
+        match update_once(h, ctx, id, b.clone()).await {
+            Err(e) if e.is_busy() && attempt < 5 => {
+                attempt += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(5 << attempt)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn update_once(h: &Handlers, ctx: &RequestContext, id: &str, b: MemberUpdate) -> Result<Member, ApiError> {
     let gym_id = ctx.tenant.gym_id;
     let txn = h.db().begin().await?;
     let current = find(&txn, gym_id, id).await?;
@@ -295,8 +321,13 @@ async fn update(h: &Handlers, ctx: &RequestContext, id: &str, b: MemberUpdate) -
         counters::add(&txn, gym_id, &counters::MEMBER_ROWS.name(Some(&old_status)), -1).await?;
         counters::add(&txn, gym_id, &counters::MEMBER_ROWS.name(Some(&saved.status)), 1).await?;
     }
+    let member = record(saved);
+    let queued = webhooks::emit(&txn, gym_id, EventType::MemberUpdated, event_data(&member)).await?;
     txn.commit().await.map_err(email_taken)?;
-    Ok(record(saved))
+    if queued {
+        h.state.webhooks.notify_one();
+    }
+    Ok(member)
 }
 
 fn set_optional<T>(field: &mut sea_orm::ActiveValue<Option<T>>, value: MaybeUndefined<T>)

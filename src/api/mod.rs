@@ -67,7 +67,8 @@ struct Listing<C> {
     /// Newest first by this column, then by `id`.
     order: C,
     id: C,
-    counted: counters::Counted,
+    /// The counters behind the total, if the gym keeps any for this list.
+    counted: Option<counters::Counted>,
 }
 
 /// One page of the tenant's rows of `select` (already narrowed by the list's own filters), with
@@ -91,9 +92,9 @@ where
     if let Some(t) = updated_since {
         select = select.filter(l.updated.gte(t));
     }
-    let known = match counted {
-        Some(label) if updated_since.is_none() => {
-            Some(counters::total_as_of(h.db(), ctx.tenant.gym_id, l.counted, label, page.as_of).await?)
+    let known = match (counted, l.counted) {
+        (Some(label), Some(list)) if updated_since.is_none() => {
+            Some(counters::total_as_of(h.db(), ctx.tenant.gym_id, list, label, page.as_of).await?)
         }
         _ => None,
     };

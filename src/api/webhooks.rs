@@ -1,14 +1,121 @@
-//! `Webhooks`: documented, answered 501 until deliveries are built (nothing is written).
+//! `Webhooks`: the gym's deliveries, and sending one again. Sending is `crate::webhooks::dispatch`.
 
-use super::{Handlers, generated::*};
-use crate::{context::RequestContext, errors::ApiError};
+use chrono::{DateTime, Utc};
+use entity::webhook_delivery::{self, Column, Entity};
+use poem_openapi::payload::Json;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
+use serde::Deserialize;
+
+use super::{Handlers, Listing, find_in_gym, generated::*, links, list_page, meta};
+use crate::{
+    accounts::now,
+    context::RequestContext,
+    errors::ApiError,
+    pagination::{Page, rfc3339},
+};
+
+const KIND: &str = "webhook delivery";
+
+/// One attempt as the dispatcher stores it.
+#[derive(Deserialize)]
+struct StoredAttempt {
+    attempted_at: DateTime<Utc>,
+    response_status: Option<i32>,
+    response_excerpt: Option<String>,
+    error: Option<String>,
+    duration_ms: i64,
+}
+
+fn delivery(d: webhook_delivery::Model) -> WebhookDelivery {
+    let attempts: Vec<StoredAttempt> = serde_json::from_str(&d.attempts).unwrap_or_default();
+    WebhookDelivery {
+        object: WebhookDeliveryObject::WebhookDelivery,
+        id: d.id,
+        endpoint_id: d.endpoint_id,
+        event_id: d.event_id,
+        event_type: d.event_type,
+        status: WebhookDeliveryStatus::parse(&d.status).unwrap_or(WebhookDeliveryStatus::Pending),
+        attempts: attempts
+            .into_iter()
+            .map(|a| WebhookAttempt {
+                attempted_at: a.attempted_at,
+                response_status: a.response_status.into(),
+                response_excerpt: a.response_excerpt.into(),
+                error: a.error.into(),
+                duration_ms: a.duration_ms.max(0),
+            })
+            .collect(),
+        next_attempt_at: d.next_attempt_at.into(),
+        created_at: d.created_at,
+        updated_at: d.updated_at,
+    }
+}
 
 impl WebhooksApi for Handlers {
+    async fn list_webhook_deliveries(
+        &self,
+        ctx: &RequestContext,
+        p: ListWebhookDeliveriesParams,
+    ) -> Result<ListWebhookDeliveriesResponse, ApiError> {
+        let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
+        page.filter("status", p.status.map(|s| s.as_str().to_string()));
+        page.filter("event_type", p.event_type.clone());
+        page.filter("endpoint_id", p.endpoint_id.map(|id| id.to_string()));
+        page.filter("updated_since", p.updated_since.map(rfc3339));
+        let mut select = Entity::find();
+        if let Some(s) = p.status {
+            select = select.filter(Column::Status.eq(s.as_str()));
+        }
+        if let Some(t) = &p.event_type {
+            select = select.filter(Column::EventType.eq(t.as_str()));
+        }
+        if let Some(id) = p.endpoint_id {
+            select = select.filter(Column::EndpointId.eq(id));
+        }
+        let listing = Listing {
+            gym: Column::GymId,
+            created: Column::CreatedAt,
+            updated: Column::UpdatedAt,
+            order: Column::CreatedAt,
+            id: Column::Id,
+            counted: None,
+        };
+        let rows = list_page(self, ctx, &mut page, select, listing, p.updated_since, None).await?;
+        Ok(ListWebhookDeliveriesResponse::Ok(Json(WebhookDeliveryList {
+            data: rows.into_iter().map(delivery).collect(),
+            links: links(&page),
+            meta: meta(&page),
+        })))
+    }
+
+    async fn get_webhook_delivery(
+        &self,
+        ctx: &RequestContext,
+        p: GetWebhookDeliveryParams,
+    ) -> Result<GetWebhookDeliveryResponse, ApiError> {
+        let d = find_in_gym::<Entity>(self.db(), Column::GymId, ctx.tenant.gym_id, KIND, &p.id).await?;
+        Ok(GetWebhookDeliveryResponse::Ok(Json(delivery(d))))
+    }
+
     async fn redeliver_webhook_delivery(
         &self,
-        _: &RequestContext,
-        _: RedeliverWebhookDeliveryParams,
+        ctx: &RequestContext,
+        p: RedeliverWebhookDeliveryParams,
     ) -> Result<RedeliverWebhookDeliveryResponse, ApiError> {
-        Err(ApiError::NotImplemented)
+        let d = find_in_gym::<Entity>(self.db(), Column::GymId, ctx.tenant.gym_id, KIND, &p.id).await?;
+        let at = now();
+        // The dispatcher sees `updated_at` move and keeps the delivery pending even if an attempt
+        // is in flight right now.
+        Entity::update_many()
+            .col_expr(Column::Status, Expr::value("pending"))
+            .col_expr(Column::NextAttemptAt, Expr::value(Some(at)))
+            .col_expr(Column::UpdatedAt, Expr::value(at))
+            .filter(Column::GymId.eq(ctx.tenant.gym_id))
+            .filter(Column::Id.eq(d.id))
+            .exec(self.db())
+            .await?;
+        self.state.webhooks.notify_one();
+        let d = find_in_gym::<Entity>(self.db(), Column::GymId, ctx.tenant.gym_id, KIND, &p.id).await?;
+        Ok(RedeliverWebhookDeliveryResponse::Accepted(Json(delivery(d))))
     }
 }

@@ -34,6 +34,7 @@ use crate::{
     counters::{self, Counted},
     db::placeholders,
     errors::{ApiError, FieldErrors},
+    webhooks::{self, EventType},
 };
 
 /// What a batch did (or, dry, would do).
@@ -246,7 +247,10 @@ async fn finish(
     created: usize,
     at: DateTime<Utc>,
 ) -> Result<usize, DbErr> {
-    record_batch(&txn, gym_id, entity, Tally { received: count(received), created: count(created) }, at).await?;
+    let tally = Tally { received: count(received), created: count(created) };
+    record_batch(&txn, gym_id, entity, tally, at).await?;
+    let data = poem_openapi::types::ToJSON::to_json(&tally.result(entity, false)).unwrap_or_default();
+    webhooks::emit(&txn, gym_id, EventType::ImportCompleted, data).await?;
     txn.commit().await?;
     Ok(created)
 }

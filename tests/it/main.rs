@@ -15,3 +15,4 @@ mod limits;
 mod members;
 mod resources;
 mod service;
+mod webhooks;

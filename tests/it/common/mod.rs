@@ -140,6 +140,8 @@ impl TestApp {
         let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.unwrap();
         let addr = *acceptor.local_addr()[0].as_socket_addr().unwrap();
         let state = AppState::new(db.clone(), config.clone()).await.unwrap();
+        // As `serve` does: the webhook dispatcher runs beside the API (unless the config says not).
+        state.start_background().unwrap();
         let server = tokio::spawn(async move {
             let _ = Server::new_with_acceptor(acceptor).run(app(state)).await;
         });

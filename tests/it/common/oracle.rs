@@ -86,6 +86,14 @@ impl Oracle {
         v
     }
 
+    /// Fails unless `value` fits `components.schemas.<name>` (for bodies no operation answers, such
+    /// as webhook events).
+    pub fn check_schema(&self, name: &str, value: &Value) {
+        let v = self.validator(&serde_json::json!({ "$ref": format!("#/components/schemas/{name}") }));
+        let errors: Vec<String> = v.iter_errors(value).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+        assert!(errors.is_empty(), "{name} does not fit openapi.yaml: {errors:?}\n{value}");
+    }
+
     /// The path template and operation of the document for a method and a path below the base.
     pub fn operation(&self, method: &str, path: &str) -> Option<(String, &Value)> {
         let segs: Vec<&str> = path.split('/').skip(1).collect();

@@ -1,0 +1,376 @@
+//! The dispatcher: claims due deliveries, sends them, records every attempt.
+//!
+//! It runs inside `gymapi serve` and as `gymapi worker`; any number of them may share a database.
+//! A claim is one statement that leases up to [`CLAIM`] due deliveries for [`LEASE`]
+//! (`FOR UPDATE SKIP LOCKED` on PostgreSQL, so concurrent claims never take the same row; SQLite
+//! runs one writer at a time). A dispatcher that dies mid-send leaves leases that run out, and
+//! those deliveries are sent again: delivery is at least once, with the same `webhook-id`.
+//!
+//! Deliveries of one endpoint are sent one after another, oldest first (at most
+//! [`PER_ENDPOINT`] per round, so a round fits in its lease even if each attempt takes the full
+//! timeout); different endpoints are sent concurrently.
+
+use std::{
+    collections::HashMap,
+    net::SocketAddr,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use chrono::{DateTime, Utc};
+use entity::{webhook_delivery, webhook_endpoint, webhook_event};
+use futures_util::future::join_all;
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, QueryFilter, Statement,
+};
+use serde_json::json;
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+use super::{check_url, is_public, signature_header};
+use crate::{accounts::now, config::Config, db::placeholders, pagination::rfc3339};
+
+/// Deliveries claimed per round.
+pub const CLAIM: i64 = 32;
+/// Deliveries of one endpoint sent per round; the rest are released for the next.
+pub const PER_ENDPOINT: usize = 4;
+/// How long a claim holds: [`PER_ENDPOINT`] attempts at [`TIMEOUT`], and a margin.
+pub const LEASE: Duration = Duration::from_secs(60);
+/// The longest an attempt waits for the receiver.
+pub const TIMEOUT: Duration = Duration::from_secs(10);
+/// The response body kept per attempt, at most.
+pub const EXCERPT_BYTES: usize = 1024;
+/// Attempts kept per delivery (the newest).
+const ATTEMPTS_KEPT: usize = 50;
+/// How often an idle dispatcher looks for due deliveries (a commit in the same process wakes it
+/// at once).
+pub const POLL: Duration = Duration::from_millis(200);
+
+/// Resolves receiver names at connect time and refuses any name with a non-public address, so
+/// a name that changes its address after the endpoint was saved cannot reach inside.
+struct PublicOnly;
+
+impl reqwest::dns::Resolve for PublicOnly {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
+            if addrs.is_empty() || addrs.iter().any(|a| !is_public(a.ip())) {
+                let err: Box<dyn std::error::Error + Send + Sync> =
+                    format!("{} resolves to an address that is not public", name.as_str()).into();
+                return Err(err);
+            }
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+pub struct Dispatcher {
+    db: DatabaseConnection,
+    client: reqwest::Client,
+    schedule: Vec<Duration>,
+    allow_private: bool,
+    wake: Arc<Notify>,
+}
+
+/// What one attempt came to.
+struct Outcome {
+    response_status: Option<u16>,
+    excerpt: Option<String>,
+    error: Option<String>,
+    duration_ms: i64,
+}
+
+impl Outcome {
+    fn failed(error: impl Into<String>, started: Instant) -> Self {
+        Self { response_status: None, excerpt: None, error: Some(error.into()), duration_ms: elapsed_ms(started) }
+    }
+}
+
+fn elapsed_ms(started: Instant) -> i64 {
+    i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX)
+}
+
+impl Dispatcher {
+    pub fn new(db: DatabaseConnection, config: &Config, wake: Arc<Notify>) -> anyhow::Result<Self> {
+        let mut builder = reqwest::Client::builder()
+            .user_agent(concat!("gymapi-webhooks/", env!("CARGO_PKG_VERSION")))
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(TIMEOUT)
+            .pool_idle_timeout(Duration::from_secs(30));
+        if !config.webhook_allow_private {
+            builder = builder.dns_resolver(Arc::new(PublicOnly));
+        }
+        Ok(Self {
+            db,
+            client: builder.build()?,
+            schedule: config.webhook_retry_schedule.clone(),
+            allow_private: config.webhook_allow_private,
+            wake,
+        })
+    }
+
+    /// Sends due deliveries until `stop` resolves.
+    pub async fn run(self, stop: impl Future<Output = ()>) {
+        tokio::pin!(stop);
+        loop {
+            let busy = match self.round().await {
+                Ok(n) => n as i64 >= CLAIM,
+                Err(e) => {
+                    tracing::warn!(error = %e, "webhook dispatcher: a round failed");
+                    false
+                }
+            };
+            if busy {
+                continue;
+            }
+            tokio::select! {
+                () = &mut stop => return,
+                () = self.wake.notified() => {}
+                () = tokio::time::sleep(POLL) => {}
+            }
+        }
+    }
+
+    /// One round: claim, send, record. Returns the deliveries claimed.
+    pub async fn round(&self) -> Result<usize, DbErr> {
+        let claimed = self.claim().await?;
+        if claimed.is_empty() {
+            return Ok(0);
+        }
+        let n = claimed.len();
+        let mut by_endpoint: HashMap<Uuid, Vec<webhook_delivery::Model>> = HashMap::new();
+        for d in claimed {
+            by_endpoint.entry(d.endpoint_id).or_default().push(d);
+        }
+        let mut release = Vec::new();
+        for group in by_endpoint.values_mut() {
+            group.sort_by_key(|d| (d.created_at, d.id));
+            if group.len() > PER_ENDPOINT {
+                release.extend(group.drain(PER_ENDPOINT..).map(|d| d.id));
+            }
+        }
+        if !release.is_empty() {
+            webhook_delivery::Entity::update_many()
+                .col_expr(
+                    webhook_delivery::Column::ClaimedUntil,
+                    sea_orm::sea_query::Expr::value(Option::<DateTime<Utc>>::None),
+                )
+                .filter(webhook_delivery::Column::Id.is_in(release))
+                .exec(&self.db)
+                .await?;
+        }
+        let endpoints: HashMap<Uuid, webhook_endpoint::Model> = webhook_endpoint::Entity::find()
+            .filter(webhook_endpoint::Column::Id.is_in(by_endpoint.keys().copied()))
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(|e| (e.id, e))
+            .collect();
+        let event_ids: Vec<Uuid> = by_endpoint.values().flatten().map(|d| d.event_id).collect();
+        let events: HashMap<Uuid, webhook_event::Model> = webhook_event::Entity::find()
+            .filter(webhook_event::Column::Id.is_in(event_ids))
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(|e| (e.id, e))
+            .collect();
+        let sends = by_endpoint.into_iter().map(|(endpoint_id, group)| {
+            let endpoint = endpoints.get(&endpoint_id);
+            let events = &events;
+            async move {
+                for d in group {
+                    if let Err(e) = self.deliver(d, endpoint, events).await {
+                        tracing::warn!(error = %e, "webhook dispatcher: recording an attempt failed");
+                    }
+                }
+            }
+        });
+        join_all(sends).await;
+        Ok(n)
+    }
+
+    /// Leases up to [`CLAIM`] due deliveries, oldest due first.
+    async fn claim(&self) -> Result<Vec<webhook_delivery::Model>, DbErr> {
+        let backend = self.db.get_database_backend();
+        let at = now();
+        let until = at + chrono::Duration::from_std(LEASE).unwrap_or_default();
+        let lock = if backend == DbBackend::Postgres { " FOR UPDATE SKIP LOCKED" } else { "" };
+        let sql = placeholders(
+            backend,
+            &format!(
+                "UPDATE webhook_deliveries SET claimed_until = ? WHERE id IN (\
+                 SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? \
+                 AND (claimed_until IS NULL OR claimed_until < ?) ORDER BY next_attempt_at, id LIMIT ?{lock}) \
+                 RETURNING *"
+            ),
+        );
+        let stmt = Statement::from_sql_and_values(backend, sql, [until.into(), at.into(), at.into(), CLAIM.into()]);
+        webhook_delivery::Entity::find().from_raw_sql(stmt).all(&self.db).await
+    }
+
+    async fn deliver(
+        &self,
+        d: webhook_delivery::Model,
+        endpoint: Option<&webhook_endpoint::Model>,
+        events: &HashMap<Uuid, webhook_event::Model>,
+    ) -> Result<(), DbErr> {
+        let started = Instant::now();
+        let attempted_at = now();
+        let (outcome, gone) = match (endpoint, events.get(&d.event_id)) {
+            (None, _) => (Outcome::failed("The endpoint no longer exists.", started), true),
+            (Some(e), _) if !e.enabled => (Outcome::failed("The endpoint is disabled.", started), true),
+            (_, None) => (Outcome::failed("The event no longer exists.", started), true),
+            (Some(e), Some(event)) => {
+                let outcome = self.send(e, event, started).await;
+                let gone = outcome.response_status == Some(410);
+                if gone {
+                    self.disable(e).await?;
+                }
+                (outcome, gone)
+            }
+        };
+        self.record(d, attempted_at, outcome, gone).await
+    }
+
+    async fn send(&self, e: &webhook_endpoint::Model, event: &webhook_event::Model, started: Instant) -> Outcome {
+        if let Err(why) = check_url(&e.url, self.allow_private) {
+            return Outcome::failed(why, started);
+        }
+        let id = event.id.to_string();
+        let timestamp = Utc::now().timestamp();
+        let body = event.payload.as_bytes();
+        let signature = signature_header(e, &id, timestamp, body);
+        let sent = self
+            .client
+            .post(&e.url)
+            .header("content-type", "application/json")
+            .header("webhook-id", &id)
+            .header("webhook-timestamp", timestamp.to_string())
+            .header("webhook-signature", signature)
+            .body(event.payload.clone())
+            .send()
+            .await;
+        let mut resp = match sent {
+            Ok(r) => r,
+            Err(err) => return Outcome::failed(describe(&err), started),
+        };
+        let status = resp.status().as_u16();
+        let mut excerpt = Vec::new();
+        // Read a bounded part of the body; whatever the receiver sends beyond it is dropped.
+        while excerpt.len() < EXCERPT_BYTES {
+            match tokio::time::timeout(TIMEOUT, resp.chunk()).await {
+                Ok(Ok(Some(chunk))) => {
+                    excerpt.extend_from_slice(&chunk[..chunk.len().min(EXCERPT_BYTES - excerpt.len())])
+                }
+                _ => break,
+            }
+        }
+        let text = String::from_utf8_lossy(&excerpt).into_owned();
+        Outcome {
+            response_status: Some(status),
+            excerpt: (!text.is_empty()).then_some(text),
+            error: None,
+            duration_ms: elapsed_ms(started),
+        }
+    }
+
+    async fn disable(&self, e: &webhook_endpoint::Model) -> Result<(), DbErr> {
+        use sea_orm::sea_query::Expr;
+        webhook_endpoint::Entity::update_many()
+            .col_expr(webhook_endpoint::Column::Enabled, Expr::value(false))
+            .col_expr(
+                webhook_endpoint::Column::DisabledReason,
+                Expr::value("The endpoint answered 410 Gone.".to_string()),
+            )
+            .col_expr(webhook_endpoint::Column::UpdatedAt, Expr::value(now()))
+            .filter(webhook_endpoint::Column::Id.eq(e.id))
+            .exec(&self.db)
+            .await?;
+        tracing::info!(endpoint = %e.id, "webhook endpoint disabled: it answered 410 Gone");
+        Ok(())
+    }
+
+    /// Appends the attempt and moves the delivery on: delivered, retried later, or failed. A
+    /// redelivery asked for while the attempt ran (the row's `updated_at` moved) keeps it pending.
+    async fn record(
+        &self,
+        d: webhook_delivery::Model,
+        attempted_at: DateTime<Utc>,
+        o: Outcome,
+        gone: bool,
+    ) -> Result<(), DbErr> {
+        use sea_orm::sea_query::Expr;
+        use webhook_delivery::Column as C;
+        let delivered = o.response_status.is_some_and(|s| (200..300).contains(&s));
+        let mut attempts: Vec<serde_json::Value> = serde_json::from_str(&d.attempts).unwrap_or_default();
+        attempts.push(json!({
+            "attempted_at": rfc3339(attempted_at),
+            "response_status": o.response_status,
+            "response_excerpt": o.excerpt,
+            "error": o.error,
+            "duration_ms": o.duration_ms,
+        }));
+        if attempts.len() > ATTEMPTS_KEPT {
+            attempts.drain(..attempts.len() - ATTEMPTS_KEPT);
+        }
+        let attempts = serde_json::Value::from(attempts).to_string();
+        let count = d.attempt_count.saturating_add(1);
+        // Attempt n is followed by the n-th wait of the schedule; a redelivery past its end is one
+        // attempt.
+        let retry = usize::try_from(count).ok().and_then(|n| self.schedule.get(n.saturating_sub(1)));
+        let at = now();
+        let (status, next) = match (delivered, gone, retry) {
+            (true, _, _) => ("delivered", None),
+            (false, false, Some(wait)) => ("pending", Some(at + chrono::Duration::from_std(*wait).unwrap_or_default())),
+            _ => ("failed", None),
+        };
+        let updated = webhook_delivery::Entity::update_many()
+            .col_expr(C::Status, Expr::value(status))
+            .col_expr(C::Attempts, Expr::value(attempts.clone()))
+            .col_expr(C::AttemptCount, Expr::value(count))
+            .col_expr(C::NextAttemptAt, Expr::value(next))
+            .col_expr(C::ClaimedUntil, Expr::value(Option::<DateTime<Utc>>::None))
+            .col_expr(C::UpdatedAt, Expr::value(at))
+            .filter(C::Id.eq(d.id))
+            .filter(C::UpdatedAt.eq(d.updated_at))
+            .exec(&self.db)
+            .await?;
+        if updated.rows_affected == 0 {
+            // Redelivered meanwhile: keep its new schedule, add the attempt.
+            webhook_delivery::Entity::update_many()
+                .col_expr(C::Attempts, Expr::value(attempts))
+                .col_expr(C::AttemptCount, Expr::value(count))
+                .col_expr(C::ClaimedUntil, Expr::value(Option::<DateTime<Utc>>::None))
+                .filter(C::Id.eq(d.id))
+                .exec(&self.db)
+                .await?;
+            self.wake.notify_one();
+        }
+        Ok(())
+    }
+}
+
+/// A send error in words a gym user understands.
+fn describe(err: &reqwest::Error) -> String {
+    if err.is_timeout() {
+        format!("No answer within {} s.", TIMEOUT.as_secs())
+    } else if err.is_connect() {
+        let mut source: Option<&dyn std::error::Error> = Some(err);
+        let mut last = String::new();
+        while let Some(s) = source {
+            last = s.to_string();
+            source = s.source();
+        }
+        format!("Could not connect: {last}")
+    } else {
+        format!("The request failed: {err}")
+    }
+}
+
+/// Starts the dispatcher of `serve` (unless `GYMAPI_WEBHOOK_DISPATCH=0`); it stops with the process.
+pub fn spawn(db: DatabaseConnection, config: &Config, wake: Arc<Notify>) -> anyhow::Result<()> {
+    let d = Dispatcher::new(db, config, wake)?;
+    tokio::spawn(d.run(std::future::pending()));
+    Ok(())
+}

@@ -1,0 +1,438 @@
+//! Webhooks: endpoints (managed by gym users and operators), events written to an outbox in the
+//! transaction of the change that caused them, and their signing. The dispatcher that sends them
+//! is [`dispatch`].
+//!
+//! A new kind of event needs only a [`EventType`] variant and a call to [`emit`] in the writing
+//! transaction; the delivery machinery never looks inside `data`.
+
+pub mod dispatch;
+
+use std::net::IpAddr;
+
+use base64::{Engine as _, engine::general_purpose::STANDARD as B64};
+use chrono::{DateTime, Duration, Utc};
+use entity::{webhook_delivery, webhook_endpoint, webhook_event};
+use hmac::{Hmac, Mac};
+use rand::RngCore;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    Set,
+};
+use serde_json::{Value, json};
+use sha2::Sha256;
+use uuid::Uuid;
+
+use crate::{
+    accounts::{self, AccountError, Actor, Permission, new_id, now},
+    pagination::rfc3339,
+};
+
+/// How long a rotated-out secret keeps signing (both signatures are sent meanwhile).
+pub const SECRET_OVERLAP: Duration = Duration::hours(24);
+
+/// The events a gym can receive. Their payload schemas are in openapi.yaml (`WebhookEvent`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    MemberCreated,
+    MemberUpdated,
+    ImportCompleted,
+    Ping,
+}
+
+impl EventType {
+    pub const ALL: [EventType; 4] = [Self::MemberCreated, Self::MemberUpdated, Self::ImportCompleted, Self::Ping];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MemberCreated => "member.created",
+            Self::MemberUpdated => "member.updated",
+            Self::ImportCompleted => "import.completed",
+            Self::Ping => "ping",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+// --- events (the outbox) -------------------------------------------------------------------------
+
+/// Writes an event and one pending delivery per enabled endpoint of the gym that subscribes to its
+/// type, on `db`, which is the transaction of the change the event reports. Returns whether any
+/// delivery was queued (the caller may wake the dispatcher after its commit).
+pub async fn emit(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType, data: Value) -> Result<bool, DbErr> {
+    let endpoints = webhook_endpoint::Entity::find()
+        .filter(webhook_endpoint::Column::GymId.eq(gym_id))
+        .filter(webhook_endpoint::Column::Enabled.eq(true))
+        .all(db)
+        .await?;
+    let targets: Vec<Uuid> = endpoints.iter().filter(|e| subscribes(e, event)).map(|e| e.id).collect();
+    if targets.is_empty() {
+        // Nobody listens: nothing to keep (the event would never be sent or shown).
+        return Ok(false);
+    }
+    let (id, at) = write_event(db, gym_id, event, data).await?;
+    queue(db, gym_id, id, event, targets.into_iter(), at).await?;
+    Ok(true)
+}
+
+/// Writes the event envelope; returns its id and time.
+async fn write_event(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    event: EventType,
+    data: Value,
+) -> Result<(Uuid, DateTime<Utc>), DbErr> {
+    let at = now();
+    let id = new_id();
+    let envelope = json!({
+        "object": "event",
+        "id": id,
+        "type": event.as_str(),
+        "created_at": rfc3339(at),
+        "data": data,
+    });
+    webhook_event::ActiveModel {
+        id: Set(id),
+        gym_id: Set(gym_id),
+        event_type: Set(event.as_str().to_string()),
+        payload: Set(envelope.to_string()),
+        created_at: Set(at),
+    }
+    .insert(db)
+    .await?;
+    Ok((id, at))
+}
+
+async fn queue(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    event_id: Uuid,
+    event: EventType,
+    endpoints: impl Iterator<Item = Uuid>,
+    at: DateTime<Utc>,
+) -> Result<Vec<Uuid>, DbErr> {
+    let deliveries: Vec<webhook_delivery::ActiveModel> = endpoints
+        .map(|endpoint_id| webhook_delivery::ActiveModel {
+            id: Set(new_id()),
+            gym_id: Set(gym_id),
+            endpoint_id: Set(endpoint_id),
+            event_id: Set(event_id),
+            event_type: Set(event.as_str().to_string()),
+            status: Set("pending".into()),
+            attempts: Set("[]".into()),
+            attempt_count: Set(0),
+            next_attempt_at: Set(Some(at)),
+            claimed_until: Set(None),
+            created_at: Set(at),
+            updated_at: Set(at),
+        })
+        .collect();
+    let ids = deliveries.iter().filter_map(|d| d.id.clone().take()).collect();
+    if !deliveries.is_empty() {
+        webhook_delivery::Entity::insert_many(deliveries).exec_without_returning(db).await?;
+    }
+    Ok(ids)
+}
+
+fn subscribes(e: &webhook_endpoint::Model, event: EventType) -> bool {
+    match event {
+        // A ping goes where it is sent (see [`ping`]), never to every endpoint.
+        EventType::Ping => false,
+        _ => e.event_types.as_deref().is_none_or(|types| types.split(',').any(|t| t == event.as_str())),
+    }
+}
+
+// --- signing (Standard Webhooks) -----------------------------------------------------------------
+
+/// A new signing secret: `whsec_` and 32 random bytes in base64.
+pub fn new_secret() -> String {
+    let mut bytes = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut bytes);
+    format!("whsec_{}", B64.encode(bytes))
+}
+
+/// `v1,<base64 HMAC-SHA256 of "id.timestamp.body">` under `secret` (`whsec_<base64 key>`).
+pub fn sign(secret: &str, id: &str, timestamp: i64, body: &[u8]) -> Option<String> {
+    let key = B64.decode(secret.strip_prefix("whsec_").unwrap_or(secret)).ok()?;
+    let mut mac = Hmac::<Sha256>::new_from_slice(&key).ok()?;
+    mac.update(id.as_bytes());
+    mac.update(b".");
+    mac.update(timestamp.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    Some(format!("v1,{}", B64.encode(mac.finalize().into_bytes())))
+}
+
+/// The `webhook-signature` header: one signature per valid secret, space separated.
+pub fn signature_header(endpoint: &webhook_endpoint::Model, id: &str, timestamp: i64, body: &[u8]) -> String {
+    let at = now();
+    let mut sigs: Vec<String> = sign(&endpoint.secret, id, timestamp, body).into_iter().collect();
+    if let (Some(previous), Some(until)) = (&endpoint.previous_secret, endpoint.previous_secret_expires_at)
+        && until > at
+    {
+        sigs.extend(sign(previous, id, timestamp, body));
+    }
+    sigs.join(" ")
+}
+
+// --- URL safety ----------------------------------------------------------------------------------
+
+/// Whether an address is on the public internet (not loopback, private, link-local, shared,
+/// documentation, multicast or unspecified).
+pub fn is_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            !(v4.is_private()
+                || v4.is_loopback()
+                || v4.is_link_local()
+                || v4.is_broadcast()
+                || v4.is_documentation()
+                || v4.is_unspecified()
+                || v4.is_multicast()
+                || a == 0
+                || (a == 100 && (64..128).contains(&b)) // shared address space (CGNAT)
+                || (a == 198 && (b == 18 || b == 19)) // benchmarking
+                || a >= 240)
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_public(IpAddr::V4(v4));
+            }
+            let first = v6.segments()[0];
+            !(v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (first & 0xfe00) == 0xfc00 // unique local
+                || (first & 0xffc0) == 0xfe80 // link local
+                || first == 0x2001 && v6.segments()[1] == 0x0db8) // documentation
+        }
+    }
+}
+
+/// Checks an endpoint URL as written: `https` (or `http` when private targets are allowed), a host,
+/// and, for an IP literal, a public address. Names are checked again at every send.
+pub fn check_url(url: &str, allow_private: bool) -> Result<url::Url, String> {
+    let u = url::Url::parse(url).map_err(|e| format!("not a URL ({e})"))?;
+    match u.scheme() {
+        "https" => {}
+        "http" if allow_private => {}
+        _ => return Err("the URL must start with https://".into()),
+    }
+    let host = u.host().ok_or("the URL has no host")?;
+    let literal = match host {
+        url::Host::Ipv4(ip) => Some(IpAddr::V4(ip)),
+        url::Host::Ipv6(ip) => Some(IpAddr::V6(ip)),
+        url::Host::Domain(_) => None,
+    };
+    if let Some(ip) = literal
+        && !allow_private
+        && !is_public(ip)
+    {
+        return Err(format!("{ip} is not a public address"));
+    }
+    if !u.username().is_empty() || u.password().is_some() {
+        return Err("the URL must not carry credentials".into());
+    }
+    Ok(u)
+}
+
+// --- endpoints (settings area and CLI) -----------------------------------------------------------
+
+/// A new endpoint and its secret, shown once.
+#[derive(Debug)]
+pub struct NewEndpoint {
+    pub model: webhook_endpoint::Model,
+    pub secret: String,
+}
+
+/// The gym whose events an endpoint of `gym_id` receives: the gym, or its sandbox.
+async fn target_gym(db: &impl ConnectionTrait, actor: &Actor, gym_id: Uuid, sandbox: bool) -> accounts::Result<Uuid> {
+    actor.require(Permission::SettingsManage, gym_id)?;
+    let gym = accounts::find_gym(db, gym_id).await?;
+    if gym.parent_gym_id.is_some() {
+        return Err(AccountError::IsSandbox);
+    }
+    if !sandbox {
+        return Ok(gym.id);
+    }
+    accounts::sandbox_of(db, gym.id)
+        .await?
+        .map(|s| s.id)
+        .ok_or_else(|| AccountError::Invalid("Provision a sandbox first to add a sandbox endpoint.".into()))
+}
+
+fn event_types(types: &[String]) -> accounts::Result<Option<String>> {
+    if types.is_empty() {
+        return Ok(None);
+    }
+    for t in types {
+        if EventType::parse(t).is_none_or(|t| t == EventType::Ping) {
+            let known: Vec<&str> =
+                EventType::ALL.iter().filter(|t| **t != EventType::Ping).map(|t| t.as_str()).collect();
+            return Err(AccountError::Invalid(format!("unknown event type {t:?} (one of: {})", known.join(", "))));
+        }
+    }
+    Ok(Some(types.join(",")))
+}
+
+pub async fn create_endpoint(
+    db: &DatabaseConnection,
+    actor: &Actor,
+    gym_id: Uuid,
+    sandbox: bool,
+    url: &str,
+    types: &[String],
+    allow_private: bool,
+) -> accounts::Result<NewEndpoint> {
+    let target = target_gym(db, actor, gym_id, sandbox).await?;
+    let url = check_url(url.trim(), allow_private).map_err(AccountError::Invalid)?;
+    let event_types = event_types(types)?;
+    let secret = new_secret();
+    let at = now();
+    let model = webhook_endpoint::ActiveModel {
+        id: Set(new_id()),
+        gym_id: Set(target),
+        url: Set(url.to_string()),
+        event_types: Set(event_types),
+        enabled: Set(true),
+        disabled_reason: Set(None),
+        secret: Set(secret.clone()),
+        previous_secret: Set(None),
+        previous_secret_expires_at: Set(None),
+        created_at: Set(at),
+        updated_at: Set(at),
+    }
+    .insert(db)
+    .await?;
+    Ok(NewEndpoint { model, secret })
+}
+
+/// The endpoints of a gym and of its sandbox, oldest first.
+pub async fn list_endpoints(
+    db: &impl ConnectionTrait,
+    actor: &Actor,
+    gym_id: Uuid,
+) -> accounts::Result<Vec<webhook_endpoint::Model>> {
+    actor.require(Permission::SettingsManage, gym_id)?;
+    let mut gyms = vec![gym_id];
+    gyms.extend(accounts::sandbox_of(db, gym_id).await?.map(|s| s.id));
+    Ok(webhook_endpoint::Entity::find()
+        .filter(webhook_endpoint::Column::GymId.is_in(gyms))
+        .order_by_asc(webhook_endpoint::Column::CreatedAt)
+        .order_by_asc(webhook_endpoint::Column::Id)
+        .all(db)
+        .await?)
+}
+
+/// An endpoint the actor may manage (of their gym or its sandbox).
+pub async fn find_endpoint(
+    db: &impl ConnectionTrait,
+    actor: &Actor,
+    id: Uuid,
+) -> accounts::Result<webhook_endpoint::Model> {
+    let e =
+        webhook_endpoint::Entity::find_by_id(id).one(db).await?.ok_or(AccountError::NotFound("webhook endpoint"))?;
+    let gym = accounts::find_gym(db, e.gym_id).await?;
+    let owner = gym.parent_gym_id.unwrap_or(gym.id);
+    actor.require(Permission::SettingsManage, owner).map_err(|err| match err {
+        AccountError::NotFound(_) => AccountError::NotFound("webhook endpoint"),
+        other => other,
+    })?;
+    Ok(e)
+}
+
+pub async fn set_enabled(
+    db: &DatabaseConnection,
+    actor: &Actor,
+    id: Uuid,
+    enabled: bool,
+) -> accounts::Result<webhook_endpoint::Model> {
+    let e = find_endpoint(db, actor, id).await?;
+    let mut m: webhook_endpoint::ActiveModel = e.into();
+    m.enabled = Set(enabled);
+    m.disabled_reason = Set((!enabled).then(|| "Disabled by a person.".to_string()));
+    m.updated_at = Set(now());
+    Ok(m.update(db).await?)
+}
+
+/// A new secret; the old one keeps signing for [`SECRET_OVERLAP`].
+pub async fn rotate_secret(db: &DatabaseConnection, actor: &Actor, id: Uuid) -> accounts::Result<NewEndpoint> {
+    let e = find_endpoint(db, actor, id).await?;
+    let secret = new_secret();
+    let at = now();
+    let mut m: webhook_endpoint::ActiveModel = e.clone().into();
+    m.previous_secret = Set(Some(e.secret));
+    m.previous_secret_expires_at = Set(Some(at + SECRET_OVERLAP));
+    m.secret = Set(secret.clone());
+    m.updated_at = Set(at);
+    Ok(NewEndpoint { model: m.update(db).await?, secret })
+}
+
+/// Deletes an endpoint with its deliveries.
+pub async fn delete_endpoint(db: &DatabaseConnection, actor: &Actor, id: Uuid) -> accounts::Result<()> {
+    use sea_orm::TransactionTrait;
+    let e = find_endpoint(db, actor, id).await?;
+    let txn = db.begin().await?;
+    webhook_delivery::Entity::delete_many()
+        .filter(webhook_delivery::Column::GymId.eq(e.gym_id))
+        .filter(webhook_delivery::Column::EndpointId.eq(e.id))
+        .exec(&txn)
+        .await?;
+    webhook_endpoint::Entity::delete_by_id(e.id).exec(&txn).await?;
+    txn.commit().await?;
+    Ok(())
+}
+
+/// Queues a `ping` to one endpoint; returns the delivery id.
+pub async fn ping(db: &DatabaseConnection, actor: &Actor, id: Uuid) -> accounts::Result<Uuid> {
+    use sea_orm::TransactionTrait;
+    let e = find_endpoint(db, actor, id).await?;
+    let txn = db.begin().await?;
+    let data = json!({"message": "This is a test event from gymapi."});
+    let (event_id, at) = write_event(&txn, e.gym_id, EventType::Ping, data).await?;
+    let ids = queue(&txn, e.gym_id, event_id, EventType::Ping, std::iter::once(e.id), at).await?;
+    txn.commit().await?;
+    ids.into_iter().next().ok_or(AccountError::NotFound("delivery"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The example of the Standard Webhooks specification.
+    #[test]
+    fn signatures_match_the_standard_webhooks_example() {
+        let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        let body = br#"{"test": 2432232314}"#;
+        let sig = sign(secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body).unwrap();
+        assert_eq!(sig, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+    }
+
+    #[test]
+    fn only_public_addresses_are_public() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "192.168.0.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "::1",
+            "fd00::1",
+            "::ffff:10.0.0.1",
+            "0.0.0.0",
+        ] {
+            assert!(!is_public(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["93.184.216.34", "2606:4700::1111", "1.1.1.1"] {
+            assert!(is_public(ip.parse().unwrap()), "{ip}");
+        }
+        assert!(check_url("http://example.com/hook", false).is_err());
+        assert!(check_url("https://10.0.0.1/hook", false).is_err());
+        assert!(check_url("https://user:pw@example.com/", false).is_err());
+        assert!(check_url("https://example.com/hook", false).is_ok());
+        assert!(check_url("http://127.0.0.1:9/hook", true).is_ok());
+    }
+}
