@@ -17,9 +17,9 @@ use entity::{
     attendance, import_counter, member, member_membership, membership_plan, product, purchase, subscription_plan,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, IntoActiveModel,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, IntoActiveModel,
     QueryFilter, QuerySelect, Set, Statement, TransactionTrait,
-    sea_query::{CaseStatement, Expr, OnConflict, SimpleExpr},
+    sea_query::{CaseStatement, Expr, OnConflict},
 };
 use uuid::Uuid;
 
@@ -83,29 +83,66 @@ fn missing(kind: &str, legacy_id: &str) -> String {
     format!("No {kind} with legacy_id \"{legacy_id}\" has been imported.")
 }
 
-/// The columns a lookup by legacy id reads: the gym, the legacy id, the id and one more value.
+/// A lookup of a table's rows by a unique key within the gym: `key` (the legacy id, or the
+/// normalized email), narrowed by `scope` where the unique key has a middle column (attendance's
+/// `kind`); it reads `id` and one more value, `extra`.
 struct Legacy<C> {
     gym: C,
     legacy: C,
     id: C,
     extra: C,
+    scope: Option<(C, &'static str)>,
 }
 
-/// `legacy_id -> (id, extra)` of the gym's rows of one table among `ids`, in one query.
+/// `key -> (id, extra)` of the gym's rows of one table among `keys`, in one query.
+///
+/// On PostgreSQL each key is a probe of the unique index (`VALUES ... CROSS JOIN LATERAL`), so the
+/// cost follows the batch, never the gym: a plain `IN (...)` is planned from statistics, and
+/// during a first import they say the table is empty, which turns it into a scan of the gym.
 async fn lookup<E, X>(
     db: &impl ConnectionTrait,
-    Legacy { gym, legacy, id, extra }: Legacy<E::Column>,
+    Legacy { gym, legacy, id, extra, scope }: Legacy<E::Column>,
     gym_id: Uuid,
-    ids: HashSet<&str>,
-    filter: Option<SimpleExpr>,
+    keys: HashSet<&str>,
 ) -> Result<HashMap<String, (Uuid, X)>, DbErr>
 where
     E: EntityTrait,
     X: sea_orm::TryGetable,
     (Uuid, String, X): sea_orm::TryGetableMany,
 {
-    if ids.is_empty() {
+    use sea_orm::{IdenStatic, TryGetableMany};
+    if keys.is_empty() {
         return Ok(HashMap::new());
+    }
+    let backend = db.get_database_backend();
+    if backend == DbBackend::Postgres {
+        let table = E::default().table_name().to_string();
+        let mut values: Vec<sea_orm::Value> = vec![gym_id.into()];
+        let scope_sql = match scope {
+            Some((column, value)) => {
+                values.push(value.into());
+                format!(" AND \"{}\" = $2", column.as_str())
+            }
+            None => String::new(),
+        };
+        let first = values.len() + 1;
+        let rows: Vec<String> = (first..first + keys.len()).map(|n| format!("(${n})")).collect();
+        values.extend(keys.into_iter().map(|k| sea_orm::Value::from(k.to_string())));
+        let (id, key, extra, gym) = (id.as_str(), legacy.as_str(), extra.as_str(), gym.as_str());
+        let sql = format!(
+            "SELECT t.\"{id}\" AS a, t.\"{key}\" AS b, t.\"{extra}\" AS c FROM (VALUES {}) AS k(v) \
+             CROSS JOIN LATERAL (SELECT \"{id}\", \"{key}\", \"{extra}\" FROM \"{table}\" \
+             WHERE \"{gym}\" = $1{scope_sql} AND \"{key}\" = k.v) AS t",
+            rows.join(", ")
+        );
+        let found = db.query_all(Statement::from_sql_and_values(backend, sql, values)).await?;
+        let mut out = HashMap::with_capacity(found.len());
+        for row in found {
+            let (id, key, x) = <(Uuid, String, X)>::try_get_many(&row, "", &["a".into(), "b".into(), "c".into()])
+                .map_err(|e| DbErr::Type(format!("{e:?}")))?;
+            out.insert(key, (id, x));
+        }
+        return Ok(out);
     }
     let mut q = E::find()
         .select_only()
@@ -113,9 +150,9 @@ where
         .column(legacy)
         .column(extra)
         .filter(gym.eq(gym_id))
-        .filter(legacy.is_in(ids.into_iter().map(str::to_owned)));
-    if let Some(f) = filter {
-        q = q.filter(f);
+        .filter(legacy.is_in(keys.into_iter().map(str::to_owned)));
+    if let Some((column, value)) = scope {
+        q = q.filter(column.eq(value));
     }
     let rows: Vec<(Uuid, String, X)> = q.into_tuple().all(db).await?;
     Ok(rows.into_iter().map(|(id, legacy, x)| (legacy, (id, x))).collect())
@@ -372,11 +409,11 @@ async fn plan_refs(
                 gym: membership_plan::Column::GymId,
                 legacy: membership_plan::Column::LegacyId,
                 id: membership_plan::Column::Id,
-                extra: membership_plan::Column::Status
+                extra: membership_plan::Column::Status,
+                scope: None,
             },
             gym_id,
             ids.clone(),
-            None,
         ),
         lookup::<subscription_plan::Entity, String>(
             db,
@@ -384,11 +421,11 @@ async fn plan_refs(
                 gym: subscription_plan::Column::GymId,
                 legacy: subscription_plan::Column::LegacyId,
                 id: subscription_plan::Column::Id,
-                extra: subscription_plan::Column::Status
+                extra: subscription_plan::Column::Status,
+                scope: None,
             },
             gym_id,
             ids,
-            None,
         ),
     )?;
     let mut out: HashMap<String, (Uuid, PlanKind)> =
@@ -412,10 +449,10 @@ async fn member_refs(
             legacy: member::Column::LegacyId,
             id: member::Column::Id,
             extra: member::Column::FacilityId,
+            scope: None,
         },
         gym_id,
         ids,
-        None,
     )
     .await
 }
@@ -436,21 +473,22 @@ pub async fn members(
         // Emails: free in the gym, and once in the batch.
         let emails: Vec<(usize, String)> =
             fresh.iter().filter_map(|(i, r)| r.email.value().map(|e| (*i, e.0.to_lowercase()))).collect();
-        let mut taken: HashSet<String> = HashSet::new();
-        if !emails.is_empty() {
-            let found: Vec<String> = member::Entity::find()
-                .select_only()
-                .column(member::Column::EmailNormalized)
-                .filter(member::Column::GymId.eq(gym_id))
-                .filter(member::Column::EmailNormalized.is_in(emails.iter().map(|(_, e)| e.clone())))
-                .into_tuple()
-                .all(db)
-                .await?;
-            taken.extend(found);
-        }
+        let taken = lookup::<member::Entity, String>(
+            db,
+            Legacy {
+                gym: member::Column::GymId,
+                legacy: member::Column::EmailNormalized,
+                id: member::Column::Id,
+                extra: member::Column::Status,
+                scope: None,
+            },
+            gym_id,
+            emails.iter().map(|(_, e)| e.as_str()).collect(),
+        )
+        .await?;
         let mut in_batch: HashMap<&str, usize> = HashMap::new();
         for (i, email) in &emails {
-            if taken.contains(email) {
+            if taken.contains_key(email) {
                 errors.add(field(*i, "email"), "The email has already been taken.");
             } else if let Some(first) = in_batch.insert(email, *i) {
                 errors
@@ -517,10 +555,10 @@ pub async fn memberships(
                 legacy: member_membership::Column::LegacyId,
                 id: member_membership::Column::Id,
                 extra: member_membership::Column::MemberId,
+                scope: None,
             },
             gym_id,
             rows.iter().map(|r| r.legacy_id.as_str()).collect(),
-            None,
         )
         .await?;
         let fresh: Vec<(usize, &ImportMembershipRow)> =
@@ -597,10 +635,10 @@ pub async fn attendance(
                 legacy: attendance::Column::LegacyId,
                 id: attendance::Column::Id,
                 extra: attendance::Column::FacilityId,
+                scope: Some((attendance::Column::Kind, kind)),
             },
             gym_id,
             rows.iter().map(|r| r.legacy_id.as_str()).collect(),
-            Some(attendance::Column::Kind.eq(kind)),
         )
         .await?;
         let fresh: Vec<(usize, &ImportAttendanceRow)> =
@@ -752,10 +790,10 @@ async fn product_refs(
             legacy: product::Column::LegacyId,
             id: product::Column::Id,
             extra: product::Column::Status,
+            scope: None,
         },
         gym_id,
         ids,
-        None,
     )
     .await
 }
@@ -777,10 +815,10 @@ pub async fn purchases(
                 legacy: purchase::Column::LegacyId,
                 id: purchase::Column::Id,
                 extra: purchase::Column::PaymentStatus,
+                scope: None,
             },
             gym_id,
             rows.iter().map(|r| r.legacy_id.as_str()).collect(),
-            None,
         )
         .await?;
         let fresh: Vec<(usize, &ImportPurchaseRow)> =
