@@ -67,8 +67,6 @@ pub enum ApiError {
     Validation(FieldErrors),
     #[error("rate limited")]
     RateLimited { retry_after_secs: u64 },
-    #[error("not implemented")]
-    NotImplemented,
     #[error("service unavailable: {0}")]
     ServiceUnavailable(String),
     #[error("internal error: {0:#}")]
@@ -103,7 +101,6 @@ impl ApiError {
             Self::IdempotencyConflict => "idempotency_conflict",
             Self::Validation(_) => "validation_failed",
             Self::RateLimited { .. } => "rate_limited",
-            Self::NotImplemented => "not_implemented",
             Self::ServiceUnavailable(_) => "service_unavailable",
             Self::Internal(_) => "internal_error",
         }
@@ -122,7 +119,6 @@ impl ApiError {
             Self::RateLimited { retry_after_secs } => {
                 format!("Too many requests. Retry after {retry_after_secs} seconds.")
             }
-            Self::NotImplemented => "This operation is not available on this server yet.".into(),
             Self::Internal(_) => "Something went wrong on our side. Quote the X-Request-Id when reporting it.".into(),
         }
     }
@@ -152,7 +148,6 @@ impl ResponseError for ApiError {
             Self::IdempotencyConflict => StatusCode::CONFLICT,
             Self::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::NotImplemented => StatusCode::NOT_IMPLEMENTED,
             Self::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }

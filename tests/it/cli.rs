@@ -218,3 +218,63 @@ async fn demo_keys_work_against_the_demo_data() {
     // Keys printed by an earlier run were revoked.
     assert_eq!(app.get(first["live_key"].as_str().unwrap(), "/members").await.status, 401);
 }
+
+#[tokio::test]
+async fn webhook_endpoints_through_the_cli() {
+    let (url, _dir) = fresh_database().await;
+    let gym = json_of(&gymapi(&url, &["gym", "create", "--name", "Hooks", "--json"], None));
+    let gym_id = gym["id"].as_str().unwrap();
+
+    // Outside development an endpoint must be https (exit 2, bad input).
+    let plain = gymapi(&url, &["webhook", "create", "--gym", gym_id, "--url", "http://example.com/h"], None);
+    assert_eq!(plain.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&plain.stderr).contains("https"), "{}", String::from_utf8_lossy(&plain.stderr));
+    let unknown = gymapi(
+        &url,
+        &["webhook", "create", "--gym", gym_id, "--url", "https://example.com/h", "--events", "member.deleted"],
+        None,
+    );
+    assert_eq!(unknown.status.code(), Some(2));
+    let no_sandbox =
+        gymapi(&url, &["webhook", "create", "--gym", gym_id, "--sandbox", "--url", "https://example.com/s"], None);
+    assert_eq!(no_sandbox.status.code(), Some(2));
+
+    let created = json_of(&gymapi(
+        &url,
+        &[
+            "webhook",
+            "create",
+            "--gym",
+            gym_id,
+            "--url",
+            "https://example.com/hooks",
+            "--events",
+            "member.created,import.completed",
+            "--json",
+        ],
+        None,
+    ));
+    let id = created["id"].as_str().unwrap();
+    assert!(created["secret"].as_str().unwrap().starts_with("whsec_"));
+
+    let disabled = json_of(&gymapi(&url, &["webhook", "disable", id, "--json"], None));
+    assert_eq!(disabled["enabled"], false);
+    let enabled = json_of(&gymapi(&url, &["webhook", "enable", id, "--json"], None));
+    assert_eq!(enabled["enabled"], true);
+    let rotated = json_of(&gymapi(&url, &["webhook", "rotate-secret", id, "--json"], None));
+    assert_ne!(rotated["secret"], created["secret"]);
+    assert!(rotated["previous_valid_until"].is_string());
+    let ping = json_of(&gymapi(&url, &["webhook", "ping", id, "--json"], None));
+    assert!(ping["delivery_id"].is_string());
+
+    let list = json_of(&gymapi(&url, &["webhook", "list", "--gym", gym_id, "--json"], None));
+    let rows = list["data"].as_array().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["events"], serde_json::json!(["member.created", "import.completed"]));
+    assert!(!list.to_string().contains("whsec_"), "a list never shows a secret");
+
+    assert!(gymapi(&url, &["webhook", "delete", id], None).status.success());
+    assert_eq!(gymapi(&url, &["webhook", "delete", id], None).status.code(), Some(2));
+    let list = json_of(&gymapi(&url, &["webhook", "list", "--gym", gym_id, "--json"], None));
+    assert_eq!(list["data"], serde_json::json!([]));
+}
