@@ -30,6 +30,27 @@ pub async fn add(db: &impl ConnectionTrait, gym_id: Uuid, name: &str, delta: i64
     Ok(())
 }
 
+/// Adds several deltas to counters of one gym in one statement (names must differ).
+pub async fn add_many(db: &impl ConnectionTrait, gym_id: Uuid, deltas: &[(String, i64)]) -> Result<(), DbErr> {
+    let deltas: Vec<&(String, i64)> = deltas.iter().filter(|(_, d)| *d != 0).collect();
+    if deltas.is_empty() {
+        return Ok(());
+    }
+    let backend = db.get_database_backend();
+    let rows = vec!["(?, ?, ?)"; deltas.len()].join(", ");
+    let sql = placeholders(
+        backend,
+        &format!(
+            "INSERT INTO gym_counters (gym_id, name, value) VALUES {rows} \
+             ON CONFLICT (gym_id, name) DO UPDATE SET value = gym_counters.value + excluded.value"
+        ),
+    );
+    let values: Vec<Value> =
+        deltas.iter().flat_map(|(name, delta)| [gym_id.into(), name.as_str().into(), (*delta).into()]).collect();
+    db.execute(Statement::from_sql_and_values(backend, sql, values)).await?;
+    Ok(())
+}
+
 #[derive(FromQueryResult)]
 struct Count {
     n: i64,

@@ -17,9 +17,8 @@ use entity::{
     attendance, import_counter, member, member_membership, membership_plan, product, purchase, subscription_plan,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, IntoActiveModel,
-    QueryFilter, QuerySelect, Set, Statement, TransactionTrait,
-    sea_query::{CaseStatement, Expr, OnConflict},
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, QueryFilter,
+    QuerySelect, Set, Statement, TransactionTrait, sea_query::OnConflict,
 };
 use uuid::Uuid;
 
@@ -158,43 +157,42 @@ where
     Ok(rows.into_iter().map(|(id, legacy, x)| (legacy, (id, x))).collect())
 }
 
-/// Inserts the rows that are new and returns them; rows whose unique key exists are left alone.
+/// Inserts the rows that are new, in one statement, and returns `returning` of each row written;
+/// rows whose unique key exists are left alone (another request may have written them meanwhile).
 async fn insert_new<A>(
     db: &impl ConnectionTrait,
     models: Vec<A>,
     conflict: impl IntoIterator<Item = <A::Entity as EntityTrait>::Column>,
-) -> Result<Vec<<A::Entity as EntityTrait>::Model>, DbErr>
+    returning: impl IntoIterator<Item = <A::Entity as EntityTrait>::Column>,
+) -> Result<Vec<sea_orm::QueryResult>, DbErr>
 where
     A: ActiveModelTrait + Send,
-    <A::Entity as EntityTrait>::Model: IntoActiveModel<A>,
 {
+    use sea_orm::{QueryTrait, sea_query::Query};
     if models.is_empty() {
         return Ok(Vec::new());
     }
-    <A::Entity as EntityTrait>::insert_many(models)
-        .on_conflict(OnConflict::columns(conflict).do_nothing().to_owned())
-        .exec_with_returning_many(db)
-        .await
+    let mut insert = <A::Entity as EntityTrait>::insert_many(models)
+        .on_conflict(OnConflict::columns(conflict).do_nothing().to_owned());
+    let stmt = insert.query().returning(Query::returning().columns(returning)).to_owned();
+    db.query_all(db.get_database_backend().build(&stmt)).await
 }
 
-/// Adds the rows just written to a list's counters: the total and one per label value.
-async fn add_counts<'a>(
-    db: &impl ConnectionTrait,
-    gym_id: Uuid,
-    list: Counted,
-    labels: impl Iterator<Item = &'a str>,
-) -> Result<(), DbErr> {
+/// One column of the rows [`insert_new`] returned.
+fn returned<T: sea_orm::TryGetable>(rows: &[sea_orm::QueryResult], column: &str) -> Result<Vec<T>, DbErr> {
+    rows.iter().map(|r| r.try_get::<T>("", column)).collect()
+}
+
+/// Adds the rows just written to a list's counters (the total and one per label value), in one
+/// statement.
+async fn add_counts(db: &impl ConnectionTrait, gym_id: Uuid, list: Counted, labels: &[String]) -> Result<(), DbErr> {
     let mut by_label: HashMap<&str, i64> = HashMap::new();
-    let mut total = 0;
     for label in labels {
         *by_label.entry(label).or_default() += 1;
-        total += 1;
     }
-    counters::add(db, gym_id, &list.name(None), total).await?;
-    for (label, n) in by_label {
-        counters::add(db, gym_id, &list.name(Some(label)), n).await?;
-    }
-    Ok(())
+    let mut deltas = vec![(list.name(None), count(labels.len()))];
+    deltas.extend(by_label.into_iter().map(|(label, n)| (list.name(Some(label)), n)));
+    counters::add_many(db, gym_id, &deltas).await
 }
 
 /// Adds a batch to the import counters of `GET /import/status`.
@@ -229,10 +227,11 @@ async fn record_batch(
 
 /// The facility imported members and unattributed entries go to: the gym's oldest.
 async fn default_facility(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<Uuid, ApiError> {
-    Ok(accounts::first_facility(db, gym_id)
-        .await?
-        .ok_or_else(|| ApiError::invalid("rows", "This gym has no facility to place the imported records in."))?
-        .id)
+    Ok(accounts::first_facility(db, gym_id).await?.ok_or_else(no_facility)?.id)
+}
+
+fn no_facility() -> ApiError {
+    ApiError::invalid("rows", "This gym has no facility to place the imported records in.")
 }
 
 /// Runs a batch: `validate` reads and checks (no writes) and returns what to write, or the 422;
@@ -384,13 +383,22 @@ pub async fn plans(
     };
     type Plans = (Vec<membership_plan::ActiveModel>, Vec<subscription_plan::ActiveModel>, DateTime<Utc>);
     let write = |txn: sea_orm::DatabaseTransaction, (memberships, subscriptions, at): Plans| async move {
-        let m =
-            insert_new(&txn, memberships, [membership_plan::Column::GymId, membership_plan::Column::LegacyId]).await?;
-        let s =
-            insert_new(&txn, subscriptions, [subscription_plan::Column::GymId, subscription_plan::Column::LegacyId])
-                .await?;
-        add_counts(&txn, gym_id, counters::MEMBERSHIP_PLAN_ROWS, m.iter().map(|r| r.status.as_str())).await?;
-        add_counts(&txn, gym_id, counters::SUBSCRIPTION_PLAN_ROWS, s.iter().map(|r| r.status.as_str())).await?;
+        let m = insert_new(
+            &txn,
+            memberships,
+            [membership_plan::Column::GymId, membership_plan::Column::LegacyId],
+            [membership_plan::Column::Status],
+        )
+        .await?;
+        let s = insert_new(
+            &txn,
+            subscriptions,
+            [subscription_plan::Column::GymId, subscription_plan::Column::LegacyId],
+            [subscription_plan::Column::Status],
+        )
+        .await?;
+        add_counts(&txn, gym_id, counters::MEMBERSHIP_PLAN_ROWS, &returned::<String>(&m, "status")?).await?;
+        add_counts(&txn, gym_id, counters::SUBSCRIPTION_PLAN_ROWS, &returned::<String>(&s, "status")?).await?;
         finish(txn, gym_id, ImportEntity::Plans, received, m.len() + s.len(), at).await
     };
     run(db, ImportEntity::Plans, received, dry_run, validate, write).await
@@ -467,25 +475,29 @@ pub async fn members(
     let validate = || async {
         let mut errors = FieldErrors::new();
         check_batch_ids(rows.iter().map(|r| r.legacy_id.as_str()), &mut errors);
-        let existing = member_refs(db, gym_id, rows.iter().map(|r| r.legacy_id.as_str()).collect()).await?;
+        // The three reads at once: which rows exist, which emails are taken, where members go.
+        let all_emails: Vec<String> = rows.iter().filter_map(|r| r.email.value().map(|e| e.0.to_lowercase())).collect();
+        let (existing, taken, facility) = tokio::try_join!(
+            member_refs(db, gym_id, rows.iter().map(|r| r.legacy_id.as_str()).collect()),
+            lookup::<member::Entity, String>(
+                db,
+                Legacy {
+                    gym: member::Column::GymId,
+                    legacy: member::Column::EmailNormalized,
+                    id: member::Column::Id,
+                    extra: member::Column::Status,
+                    scope: None,
+                },
+                gym_id,
+                all_emails.iter().map(String::as_str).collect(),
+            ),
+            accounts::first_facility(db, gym_id),
+        )?;
         let fresh: Vec<(usize, &ImportMemberRow)> =
             rows.iter().enumerate().filter(|(_, r)| !existing.contains_key(&r.legacy_id)).collect();
-        // Emails: free in the gym, and once in the batch.
+        // Emails of the new rows: free in the gym, and once in the batch.
         let emails: Vec<(usize, String)> =
             fresh.iter().filter_map(|(i, r)| r.email.value().map(|e| (*i, e.0.to_lowercase()))).collect();
-        let taken = lookup::<member::Entity, String>(
-            db,
-            Legacy {
-                gym: member::Column::GymId,
-                legacy: member::Column::EmailNormalized,
-                id: member::Column::Id,
-                extra: member::Column::Status,
-                scope: None,
-            },
-            gym_id,
-            emails.iter().map(|(_, e)| e.as_str()).collect(),
-        )
-        .await?;
         let mut in_batch: HashMap<&str, usize> = HashMap::new();
         for (i, email) in &emails {
             if taken.contains_key(email) {
@@ -496,7 +508,11 @@ pub async fn members(
             }
         }
         errors.into_result()?;
-        let facility_id = if fresh.is_empty() { Uuid::nil() } else { default_facility(db, gym_id).await? };
+        let facility_id = match facility {
+            Some(f) => f.id,
+            None if fresh.is_empty() => Uuid::nil(),
+            None => return Err(no_facility()),
+        };
         let at = now();
         let models: Vec<member::ActiveModel> = fresh
             .iter()
@@ -529,8 +545,10 @@ pub async fn members(
         Ok(((models, at), fresh))
     };
     let write = |txn: sea_orm::DatabaseTransaction, (models, at): (Vec<member::ActiveModel>, DateTime<Utc>)| async move {
-        let created = insert_new(&txn, models, [member::Column::GymId, member::Column::LegacyId]).await?;
-        add_counts(&txn, gym_id, counters::MEMBER_ROWS, created.iter().map(|m| m.status.as_str())).await?;
+        let created =
+            insert_new(&txn, models, [member::Column::GymId, member::Column::LegacyId], [member::Column::Status])
+                .await?;
+        add_counts(&txn, gym_id, counters::MEMBER_ROWS, &returned::<String>(&created, "status")?).await?;
         finish(txn, gym_id, ImportEntity::Members, received, created.len(), at).await
     };
     run(db, ImportEntity::Members, received, dry_run, validate, write).await
@@ -603,8 +621,13 @@ pub async fn memberships(
     };
     let write = |txn: sea_orm::DatabaseTransaction,
                  (models, at): (Vec<member_membership::ActiveModel>, DateTime<Utc>)| async move {
-        let created =
-            insert_new(&txn, models, [member_membership::Column::GymId, member_membership::Column::LegacyId]).await?;
+        let created = insert_new(
+            &txn,
+            models,
+            [member_membership::Column::GymId, member_membership::Column::LegacyId],
+            [member_membership::Column::Id],
+        )
+        .await?;
         finish(txn, gym_id, ImportEntity::Memberships, received, created.len(), at).await
     };
     run(db, ImportEntity::Memberships, received, dry_run, validate, write).await
@@ -687,51 +710,65 @@ pub async fn attendance(
             &txn,
             models,
             [attendance::Column::GymId, attendance::Column::Kind, attendance::Column::LegacyId],
+            [
+                attendance::Column::MemberId,
+                attendance::Column::Kind,
+                attendance::Column::Status,
+                attendance::Column::OccurredAt,
+            ],
         )
         .await?;
-        add_counts(&txn, gym_id, counters::ATTENDANCE_ROWS, created.iter().map(|a| a.status.as_str())).await?;
+        let statuses = returned::<String>(&created, "status")?;
+        add_counts(&txn, gym_id, counters::ATTENDANCE_ROWS, &statuses).await?;
         add_visits(&txn, gym_id, &created, at).await?;
         finish(txn, gym_id, entity, received, created.len(), at).await
     };
     run(db, entity, received, dry_run, validate, write).await
 }
 
-/// A member's `visits_count` and `last_visit_at` follow their granted check-ins: one UPDATE for
-/// the members of a batch, adding to the stored figures (so concurrent batches add up).
+/// A member's `visits_count` and `last_visit_at` follow their granted check-ins: one
+/// `UPDATE ... FROM (VALUES ...)` for the members of a batch, adding to the stored figures (so
+/// concurrent batches add up).
 async fn add_visits(
     db: &impl ConnectionTrait,
     gym_id: Uuid,
-    created: &[attendance::Model],
+    created: &[sea_orm::QueryResult],
     at: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     let mut visits: HashMap<Uuid, (i64, DateTime<Utc>)> = HashMap::new();
-    for a in created.iter().filter(|a| a.kind == "check_in" && a.status == "granted") {
-        let Some(member_id) = a.member_id else { continue };
-        let v = visits.entry(member_id).or_insert((0, a.occurred_at));
+    for row in created {
+        let kind: String = row.try_get("", "kind")?;
+        let status: String = row.try_get("", "status")?;
+        let member_id: Option<Uuid> = row.try_get("", "member_id")?;
+        let occurred_at: DateTime<Utc> = row.try_get("", "occurred_at")?;
+        let (Some(member_id), "check_in", "granted") = (member_id, kind.as_str(), status.as_str()) else { continue };
+        let v = visits.entry(member_id).or_insert((0, occurred_at));
         v.0 += 1;
-        v.1 = v.1.max(a.occurred_at);
+        v.1 = v.1.max(occurred_at);
     }
     if visits.is_empty() {
         return Ok(());
     }
-    use member::Column::{Id, LastVisitAt, VisitsCount};
-    let mut count = CaseStatement::new();
-    let mut last = CaseStatement::new();
-    for (id, (n, latest)) in &visits {
-        count = count.case(Expr::col(Id).eq(*id), Expr::col(VisitsCount).add(*n));
-        last = last.case(
-            Expr::col(Id).eq(*id).and(Expr::col(LastVisitAt).is_null().or(Expr::col(LastVisitAt).lt(*latest))),
-            Expr::val(*latest),
-        );
+    let backend = db.get_database_backend();
+    // In the order of the text: `updated_at`, the rows, the gym.
+    let mut values: Vec<sea_orm::Value> = vec![at.into()];
+    let mut rows = Vec::with_capacity(visits.len());
+    for (id, (n, latest)) in visits {
+        rows.push("(?, ?, ?)");
+        values.extend([id.into(), n.into(), latest.into()]);
     }
-    member::Entity::update_many()
-        .col_expr(VisitsCount, count.finally(Expr::col(VisitsCount)).into())
-        .col_expr(LastVisitAt, last.finally(Expr::col(LastVisitAt)).into())
-        .col_expr(member::Column::UpdatedAt, Expr::val(at).into())
-        .filter(member::Column::GymId.eq(gym_id))
-        .filter(Id.is_in(visits.keys().copied()))
-        .exec(db)
-        .await?;
+    let sql = placeholders(
+        backend,
+        &format!(
+            "UPDATE members SET visits_count = members.visits_count + v.column2, \
+             last_visit_at = CASE WHEN members.last_visit_at IS NULL OR members.last_visit_at < v.column3 \
+             THEN v.column3 ELSE members.last_visit_at END, updated_at = ? \
+             FROM (VALUES {}) AS v WHERE members.gym_id = ? AND members.id = v.column1",
+            rows.join(", ")
+        ),
+    );
+    values.push(gym_id.into());
+    db.execute(Statement::from_sql_and_values(backend, sql, values)).await?;
     Ok(())
 }
 
@@ -771,8 +808,10 @@ pub async fn products(
         Ok(((models, at), fresh))
     };
     let write = |txn: sea_orm::DatabaseTransaction, (models, at): (Vec<product::ActiveModel>, DateTime<Utc>)| async move {
-        let created = insert_new(&txn, models, [product::Column::GymId, product::Column::LegacyId]).await?;
-        add_counts(&txn, gym_id, counters::PRODUCT_ROWS, created.iter().map(|p| p.status.as_str())).await?;
+        let created =
+            insert_new(&txn, models, [product::Column::GymId, product::Column::LegacyId], [product::Column::Status])
+                .await?;
+        add_counts(&txn, gym_id, counters::PRODUCT_ROWS, &returned::<String>(&created, "status")?).await?;
         finish(txn, gym_id, ImportEntity::Products, received, created.len(), at).await
     };
     run(db, ImportEntity::Products, received, dry_run, validate, write).await
@@ -879,8 +918,14 @@ pub async fn purchases(
         Ok(((models, at), fresh))
     };
     let write = |txn: sea_orm::DatabaseTransaction, (models, at): (Vec<purchase::ActiveModel>, DateTime<Utc>)| async move {
-        let created = insert_new(&txn, models, [purchase::Column::GymId, purchase::Column::LegacyId]).await?;
-        add_counts(&txn, gym_id, counters::PURCHASE_ROWS, created.iter().map(|p| p.payment_status.as_str())).await?;
+        let created = insert_new(
+            &txn,
+            models,
+            [purchase::Column::GymId, purchase::Column::LegacyId],
+            [purchase::Column::PaymentStatus],
+        )
+        .await?;
+        add_counts(&txn, gym_id, counters::PURCHASE_ROWS, &returned::<String>(&created, "payment_status")?).await?;
         finish(txn, gym_id, ImportEntity::Purchases, received, created.len(), at).await
     };
     run(db, ImportEntity::Purchases, received, dry_run, validate, write).await
