@@ -190,10 +190,23 @@ impl Dispatcher {
         Ok(n)
     }
 
-    /// Leases up to [`CLAIM`] due deliveries, oldest due first.
+    /// Leases up to [`CLAIM`] due deliveries, oldest due first. An idle poll is one indexed read
+    /// (no write lock on SQLite, no row locks on PostgreSQL).
     async fn claim(&self) -> Result<Vec<webhook_delivery::Model>, DbErr> {
+        use sea_orm::{PaginatorTrait, QuerySelect};
         let backend = self.db.get_database_backend();
         let at = now();
+        let due = webhook_delivery::Entity::find()
+            .select_only()
+            .column(webhook_delivery::Column::Id)
+            .filter(webhook_delivery::Column::Status.eq("pending"))
+            .filter(webhook_delivery::Column::NextAttemptAt.lte(at))
+            .limit(1)
+            .count(&self.db)
+            .await?;
+        if due == 0 {
+            return Ok(Vec::new());
+        }
         let until = at + chrono::Duration::from_std(LEASE).unwrap_or_default();
         let lock = if backend == DbBackend::Postgres { " FOR UPDATE SKIP LOCKED" } else { "" };
         let sql = placeholders(
