@@ -430,6 +430,25 @@ pub async fn create_user(
     Ok(user)
 }
 
+/// The user with this email and password, if both match. Hashing runs off the async threads, and
+/// an unknown email costs as much as a wrong password (no timing tells them apart).
+pub async fn verify_user(db: &impl ConnectionTrait, email: &str, password: &str) -> Result<Option<user::Model>> {
+    use argon2::{PasswordHash, PasswordVerifier};
+    let email = email.trim().to_lowercase();
+    let found = user::Entity::find().filter(user::Column::Email.eq(email)).one(db).await?;
+    // A hash of a password nobody has, checked when the email is unknown.
+    const DECOY: &str =
+        "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$W0x0B2hF9m2ZbqN7t5nq5Jq1k0Yl3oTgN0mJcYp2c2s";
+    let hash = found.as_ref().map_or_else(|| DECOY.to_string(), |u| u.password_hash.clone());
+    let password = password.to_string();
+    let ok = tokio::task::spawn_blocking(move || {
+        PasswordHash::new(&hash).is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
+    })
+    .await
+    .unwrap_or(false);
+    Ok(found.filter(|_| ok))
+}
+
 /// The facility a new member goes to when none is given: the gym's oldest.
 pub async fn first_facility(
     db: &impl ConnectionTrait,

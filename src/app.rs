@@ -87,6 +87,7 @@ pub fn app(state: AppState) -> impl Endpoint<Output = Response> {
         .at("/healthz", get(healthz))
         .at("/readyz", get(readyz))
         .nest(API_BASE, api)
+        .nest("/settings", crate::settings::routes(state.clone()))
         .data(state)
         // A bug must still answer JSON; the panic itself is printed by the panic hook.
         .with(CatchPanic::new().with_handler(|_| ApiError::internal(anyhow::anyhow!("handler panicked")).as_response()))

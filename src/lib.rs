@@ -21,5 +21,6 @@ pub mod import;
 pub mod limits;
 pub mod pagination;
 pub mod server;
+pub mod settings;
 pub mod types;
 pub mod webhooks;

@@ -14,6 +14,7 @@ pub mod product;
 pub mod purchase;
 pub mod subscription_plan;
 pub mod user;
+pub mod user_session;
 pub mod webhook_delivery;
 pub mod webhook_endpoint;
 pub mod webhook_event;

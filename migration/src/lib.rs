@@ -5,6 +5,7 @@ pub use sea_orm_migration::prelude::*;
 mod m20261122_000001_initial;
 mod m20261122_000002_counters_and_search;
 mod m20261122_000003_webhook_dispatch;
+mod m20261122_000004_settings_sessions;
 
 pub struct Migrator;
 
@@ -15,6 +16,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000001_initial::Migration),
             Box::new(m20261122_000002_counters_and_search::Migration),
             Box::new(m20261122_000003_webhook_dispatch::Migration),
+            Box::new(m20261122_000004_settings_sessions::Migration),
         ]
     }
 }

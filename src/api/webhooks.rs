@@ -3,12 +3,11 @@
 use chrono::{DateTime, Utc};
 use entity::webhook_delivery::{self, Column, Entity};
 use poem_openapi::payload::Json;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde::Deserialize;
 
 use super::{Handlers, Listing, find_in_gym, generated::*, links, list_page, meta};
 use crate::{
-    accounts::now,
     context::RequestContext,
     errors::ApiError,
     pagination::{Page, rfc3339},
@@ -102,20 +101,11 @@ impl WebhooksApi for Handlers {
         ctx: &RequestContext,
         p: RedeliverWebhookDeliveryParams,
     ) -> Result<RedeliverWebhookDeliveryResponse, ApiError> {
-        let d = find_in_gym::<Entity>(self.db(), Column::GymId, ctx.tenant.gym_id, KIND, &p.id).await?;
-        let at = now();
-        // The dispatcher sees `updated_at` move and keeps the delivery pending even if an attempt
-        // is in flight right now.
-        Entity::update_many()
-            .col_expr(Column::Status, Expr::value("pending"))
-            .col_expr(Column::NextAttemptAt, Expr::value(Some(at)))
-            .col_expr(Column::UpdatedAt, Expr::value(at))
-            .filter(Column::GymId.eq(ctx.tenant.gym_id))
-            .filter(Column::Id.eq(d.id))
-            .exec(self.db())
-            .await?;
+        let id = super::parse_id(KIND, &p.id)?;
+        let d = crate::webhooks::redeliver(self.db(), ctx.tenant.gym_id, id)
+            .await?
+            .ok_or_else(|| ApiError::not_found(KIND, &p.id))?;
         self.state.webhooks.notify_one();
-        let d = find_in_gym::<Entity>(self.db(), Column::GymId, ctx.tenant.gym_id, KIND, &p.id).await?;
         Ok(RedeliverWebhookDeliveryResponse::Accepted(Json(delivery(d))))
     }
 }

@@ -398,6 +398,93 @@ pub async fn ping(db: &DatabaseConnection, actor: &Actor, id: Uuid) -> accounts:
     ids.into_iter().next().ok_or(AccountError::NotFound("delivery"))
 }
 
+// --- deliveries (the API and the settings area) -------------------------------------------------
+
+/// Queues a delivery of `gym_id` for an immediate attempt, whatever its state; `None` if the gym has
+/// no such delivery. The dispatcher sees `updated_at` move and keeps the delivery pending even if
+/// an attempt is in flight.
+pub async fn redeliver(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    delivery_id: Uuid,
+) -> Result<Option<webhook_delivery::Model>, DbErr> {
+    use sea_orm::sea_query::Expr;
+    use webhook_delivery::Column as C;
+    let at = now();
+    let updated = webhook_delivery::Entity::update_many()
+        .col_expr(C::Status, Expr::value("pending"))
+        .col_expr(C::NextAttemptAt, Expr::value(Some(at)))
+        .col_expr(C::UpdatedAt, Expr::value(at))
+        .filter(C::GymId.eq(gym_id))
+        .filter(C::Id.eq(delivery_id))
+        .exec(db)
+        .await?;
+    if updated.rows_affected == 0 {
+        return Ok(None);
+    }
+    webhook_delivery::Entity::find_by_id(delivery_id).filter(C::GymId.eq(gym_id)).one(db).await
+}
+
+/// The newest deliveries of a gym and of its sandbox, for the settings area.
+pub async fn recent_deliveries(
+    db: &impl ConnectionTrait,
+    actor: &Actor,
+    gym_id: Uuid,
+    limit: u64,
+) -> accounts::Result<Vec<webhook_delivery::Model>> {
+    use sea_orm::QuerySelect;
+    actor.require(Permission::SettingsManage, gym_id).or_else(|e| match e {
+        // Viewing is open to every user of the gym; acting needs the permission.
+        AccountError::PermissionDenied(_) => Ok(()),
+        other => Err(other),
+    })?;
+    let mut gyms = vec![gym_id];
+    gyms.extend(accounts::sandbox_of(db, gym_id).await?.map(|s| s.id));
+    Ok(webhook_delivery::Entity::find()
+        .filter(webhook_delivery::Column::GymId.is_in(gyms))
+        .order_by_desc(webhook_delivery::Column::CreatedAt)
+        .order_by_desc(webhook_delivery::Column::Id)
+        .limit(limit)
+        .all(db)
+        .await?)
+}
+
+/// Deliveries per day (UTC) of the last `days` days by outcome: `(day, delivered, pending,
+/// failed)`, oldest first, every day present.
+pub async fn daily_outcomes(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    days: i64,
+) -> accounts::Result<Vec<(chrono::NaiveDate, i64, i64, i64)>> {
+    use sea_orm::QuerySelect;
+    let today = Utc::now().date_naive();
+    let first = today - Duration::days(days - 1);
+    let since = first.and_hms_opt(0, 0, 0).map(|t| t.and_utc()).unwrap_or_else(Utc::now);
+    let mut gyms = vec![gym_id];
+    gyms.extend(accounts::sandbox_of(db, gym_id).await?.map(|s| s.id));
+    let rows: Vec<(DateTime<Utc>, String)> = webhook_delivery::Entity::find()
+        .select_only()
+        .column(webhook_delivery::Column::CreatedAt)
+        .column(webhook_delivery::Column::Status)
+        .filter(webhook_delivery::Column::GymId.is_in(gyms))
+        .filter(webhook_delivery::Column::CreatedAt.gte(since))
+        .into_tuple()
+        .all(db)
+        .await?;
+    let mut out: Vec<(chrono::NaiveDate, i64, i64, i64)> =
+        (0..days).map(|i| (first + Duration::days(i), 0, 0, 0)).collect();
+    for (at, status) in rows {
+        let Ok(i) = usize::try_from((at.date_naive() - first).num_days()) else { continue };
+        let Some(day) = out.get_mut(i) else { continue };
+        match status.as_str() {
+            "delivered" => day.1 += 1,
+            "failed" => day.3 += 1,
+            _ => day.2 += 1,
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

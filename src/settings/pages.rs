@@ -1,0 +1,455 @@
+//! The markup of the settings area. Everything here renders what a handler gathered; decisions
+//! (who may act, what a status is called) are made before.
+
+use std::collections::HashMap;
+
+use chrono::NaiveDate;
+use entity::{api_key, webhook_delivery, webhook_endpoint};
+use maud::{DOCTYPE, Markup, html};
+use uuid::Uuid;
+
+pub const CSS: &str = include_str!("app.css");
+pub const JS: &str = include_str!("app.js");
+
+/// What to tell the user on top of the API integration page.
+pub enum Flash {
+    /// A key just created or rolled: shown once, never again.
+    NewKey {
+        name: String,
+        key: String,
+    },
+    Error(String),
+}
+
+/// A webhook signing secret just created or rotated: shown once.
+pub struct NewSecret {
+    pub url: String,
+    pub secret: String,
+}
+
+pub struct KeyRow {
+    pub id: Uuid,
+    pub name: String,
+    pub environment: &'static str,
+    pub prefix: String,
+    pub last_used: Option<String>,
+    pub status: String,
+    pub can_roll: bool,
+    pub can_revoke: bool,
+}
+
+pub struct ApiView<'a> {
+    pub gym_name: &'a str,
+    pub user_email: &'a str,
+    pub csrf: &'a str,
+    pub can_manage: bool,
+    pub api_access: bool,
+    pub sandbox_since: Option<String>,
+    pub keys: Vec<KeyRow>,
+    pub flash: Option<Flash>,
+}
+
+pub struct WebhooksView<'a> {
+    pub gym_name: &'a str,
+    pub user_email: &'a str,
+    pub csrf: &'a str,
+    pub can_manage: bool,
+    pub gym_id: Uuid,
+    pub endpoints: &'a [webhook_endpoint::Model],
+    pub deliveries: &'a [webhook_delivery::Model],
+    pub endpoint_urls: &'a HashMap<Uuid, String>,
+    pub daily: &'a [(NaiveDate, i64, i64, i64)],
+    pub secret: Option<NewSecret>,
+    pub event_types: Vec<&'static str>,
+}
+
+#[derive(Clone, Copy)]
+pub enum KeyAction {
+    Roll,
+    Revoke,
+}
+
+fn layout(title: &str, gym: Option<(&str, &str, &str)>, active: &str, body: Markup) -> String {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · gymapi settings" }
+                link rel="stylesheet" href="/settings/assets/app.css";
+                script src="/settings/assets/app.js" defer {}
+            }
+            body {
+                header.top {
+                    div.brand { "gymapi" span.muted { " Settings" } }
+                    @if let Some((gym, email, csrf)) = gym {
+                        div.who {
+                            span { (gym) } " · " span.muted { (email) }
+                            form method="post" action="/settings/sign-out" {
+                                input type="hidden" name="csrf" value=(csrf);
+                                button.link type="submit" { "Sign out" }
+                            }
+                        }
+                    }
+                }
+                @if gym.is_some() {
+                    nav aria-label="Integrations" {
+                        span.crumb { "Settings › Integrations" }
+                        a href="/settings/integrations/api" aria-current=[(active == "api").then_some("page")] { "API integration" }
+                        a href="/settings/integrations/webhooks" aria-current=[(active == "webhooks").then_some("page")] { "Webhooks" }
+                    }
+                }
+                main { (body) }
+            }
+        }
+    }
+    .into_string()
+}
+
+pub fn error(status: u16, message: &str) -> String {
+    layout(
+        "Error",
+        None,
+        "",
+        html! {
+            h1 { "Something is not right" }
+            p.notice.error role="alert" { (message) }
+            p { a href="/settings" { "Back to the settings" } " (" (status) ")" }
+        },
+    )
+}
+
+pub fn sign_in(csrf: &str, message: Option<&str>) -> String {
+    layout(
+        "Sign in",
+        None,
+        "",
+        html! {
+            section.card.narrow {
+                h1 { "Sign in" }
+                p.muted { "Manage your gym's API keys, sandbox and webhooks." }
+                @if let Some(m) = message { p.notice.error role="alert" { (m) } }
+                form method="post" action="/settings/sign-in" {
+                    input type="hidden" name="csrf" value=(csrf);
+                    label for="email" { "Email" }
+                    input #email type="email" name="email" autocomplete="username" required;
+                    label for="password" { "Password" }
+                    input #password type="password" name="password" autocomplete="current-password" required;
+                    button.primary type="submit" { "Sign in" }
+                }
+            }
+        },
+    )
+}
+
+pub fn api(v: &ApiView) -> String {
+    layout(
+        "API integration",
+        Some((v.gym_name, v.user_email, v.csrf)),
+        "api",
+        html! {
+            h1 { "API integration" }
+            @if !v.api_access {
+                p.notice.warn role="status" {
+                    strong { "Your plan does not include API access. " }
+                    "Keys cannot be created, and existing keys are refused (403). Upgrade the plan to use the API."
+                }
+            }
+            @if !v.can_manage {
+                p.notice role="status" { "You can view these settings. To change them you need the settings.manage permission; ask the gym's owner." }
+            }
+            @match &v.flash {
+                Some(Flash::NewKey { name, key }) => {
+                    section.notice.success aria-labelledby="new-key-title" {
+                        h2 #new-key-title { "Your new key “" (name) "”" }
+                        p { strong { "Copy it now: it is shown only once." } " Store it like a password." }
+                        div.copy {
+                            input #new-key type="text" readonly value=(key) aria-label="The new API key";
+                            button.primary type="button" data-copy="new-key" { "Copy" }
+                        }
+                        p.muted.small #copy-status role="status" aria-live="polite" {}
+                    }
+                }
+                Some(Flash::Error(m)) => { p.notice.error role="alert" { (m) } }
+                None => {}
+            }
+            section.card aria-labelledby="keys-title" {
+                h2 #keys-title { "API keys" }
+                @if v.keys.is_empty() {
+                    p.muted { "No keys yet." }
+                } @else {
+                    div.table-wrap {
+                        table {
+                            thead { tr { th scope="col" { "Name" } th scope="col" { "Environment" } th scope="col" { "Key" } th scope="col" { "Last used" } th scope="col" { "Status" } @if v.can_manage { th scope="col" { span.visually-hidden { "Actions" } } } } }
+                            tbody {
+                                @for k in &v.keys {
+                                    tr {
+                                        td { (k.name) }
+                                        td { span.badge.(k.environment.to_lowercase()) { (k.environment) } }
+                                        td { code { (k.prefix) "…" } }
+                                        td { (k.last_used.as_deref().unwrap_or("Never")) }
+                                        td { (k.status) }
+                                        @if v.can_manage {
+                                            td.actions {
+                                                @if k.can_roll { a.button href={ "/settings/integrations/api/keys/" (k.id) "/roll" } { "Roll" } }
+                                                @if k.can_revoke { a.button.danger href={ "/settings/integrations/api/keys/" (k.id) "/revoke" } { "Revoke" } }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            @if v.can_manage && v.api_access {
+                section.card aria-labelledby="create-title" {
+                    h2 #create-title { "Create key" }
+                    form.inline method="post" action="/settings/integrations/api/keys" {
+                        input type="hidden" name="csrf" value=(v.csrf);
+                        div { label for="key-name" { "Name" } input #key-name type="text" name="name" maxlength="100" required placeholder="Front desk app"; }
+                        div {
+                            label for="key-env" { "Environment" }
+                            select #key-env name="environment" {
+                                option value="live" { "Live" }
+                                option value="test" { "Test (sandbox)" }
+                            }
+                        }
+                        button.primary type="submit" { "Create key" }
+                    }
+                }
+            }
+            section.card aria-labelledby="sandbox-title" {
+                h2 #sandbox-title { "Sandbox" }
+                @match &v.sandbox_since {
+                    Some(since) => p { "Provisioned on " (since) ". Test keys (svc_test_…) see only the sandbox's data." }
+                    None => {
+                        p { "A sandbox is a separate copy of your gym for testing: test keys work only there." }
+                        @if v.can_manage {
+                            form method="post" action="/settings/integrations/api/sandbox" {
+                                input type="hidden" name="csrf" value=(v.csrf);
+                                button.primary type="submit" { "Provision sandbox" }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+pub fn confirm_key(
+    gym: &str,
+    email: &str,
+    csrf: &str,
+    key: &api_key::Model,
+    action: KeyAction,
+    can_manage: bool,
+) -> String {
+    let (title, verb, text, class) = match action {
+        KeyAction::Roll => (
+            "Roll key",
+            "roll",
+            "A new key replaces this one. The old key keeps working for its grace period, so you can deploy the new one; then it stops.",
+            "primary",
+        ),
+        KeyAction::Revoke => {
+            ("Revoke key", "revoke", "The key stops working at once, on every server. This cannot be undone.", "danger")
+        }
+    };
+    layout(
+        title,
+        Some((gym, email, csrf)),
+        "api",
+        html! {
+            section.card.narrow {
+                h1 { (title) " “" (key.name) "”" }
+                p { code { (key.prefix) "…" } }
+                p { (text) }
+                @if can_manage {
+                    form method="post" action={ "/settings/integrations/api/keys/" (key.id) "/" (verb) } {
+                        input type="hidden" name="csrf" value=(csrf);
+                        button.(class) type="submit" { (title) }
+                        " "
+                        a href="/settings/integrations/api" { "Cancel" }
+                    }
+                } @else {
+                    p.notice { "You need the settings.manage permission to do this." }
+                }
+            }
+        },
+    )
+}
+
+/// Deliveries per day as stacked bars (delivered, pending, failed), with a table for screen readers.
+fn chart(daily: &[(NaiveDate, i64, i64, i64)]) -> Markup {
+    let max = daily.iter().map(|(_, d, p, f)| d + p + f).max().unwrap_or(0).max(1);
+    let (w, h, bar) = (28 * daily.len().max(1), 120.0_f64, 20);
+    let scale = |n: i64| (n as f64 / max as f64) * (h - 20.0);
+    html! {
+        figure.chart {
+            svg viewBox={ "0 0 " (w) " " (h) } role="img" aria-labelledby="chart-title" preserveAspectRatio="none" {
+                title #chart-title { "Webhook deliveries per day over the last " (daily.len()) " days" }
+                @for (i, (day, delivered, pending, failed)) in daily.iter().enumerate() {
+                    @let x = i * 28 + 4;
+                    @let hd = scale(*delivered);
+                    @let hp = scale(*pending);
+                    @let hf = scale(*failed);
+                    g {
+                        title { (day) ": " (delivered) " delivered, " (pending) " pending, " (failed) " failed" }
+                        rect.delivered x=(x) y=(format!("{:.1}", h - 16.0 - hd)) width=(bar) height=(format!("{hd:.1}")) {}
+                        rect.pending x=(x) y=(format!("{:.1}", h - 16.0 - hd - hp)) width=(bar) height=(format!("{hp:.1}")) {}
+                        rect.failed x=(x) y=(format!("{:.1}", h - 16.0 - hd - hp - hf)) width=(bar) height=(format!("{hf:.1}")) {}
+                        text x=(x + bar / 2) y=(h - 3.0) text-anchor="middle" { (day.format("%d")) }
+                    }
+                }
+            }
+            figcaption {
+                span.key.delivered { "Delivered" } " " span.key.pending { "Pending" } " " span.key.failed { "Failed" }
+            }
+            details {
+                summary { "As a table" }
+                table {
+                    thead { tr { th scope="col" { "Day" } th scope="col" { "Delivered" } th scope="col" { "Pending" } th scope="col" { "Failed" } } }
+                    tbody { @for (day, d, p, f) in daily { tr { td { (day) } td { (d) } td { (p) } td { (f) } } } }
+                }
+            }
+        }
+    }
+}
+
+pub fn webhooks(v: &WebhooksView) -> String {
+    layout(
+        "Webhooks",
+        Some((v.gym_name, v.user_email, v.csrf)),
+        "webhooks",
+        html! {
+            h1 { "Webhooks" }
+            @if !v.can_manage {
+                p.notice role="status" { "You can view these settings. To change them you need the settings.manage permission; ask the gym's owner." }
+            }
+            @if let Some(s) = &v.secret {
+                section.notice.success aria-labelledby="secret-title" {
+                    h2 #secret-title { "Signing secret for " (s.url) }
+                    p { strong { "Copy it now: it is shown only once." } " Verify each delivery's webhook-signature with it." }
+                    div.copy {
+                        input #new-secret type="text" readonly value=(s.secret) aria-label="The signing secret";
+                        button.primary type="button" data-copy="new-secret" { "Copy" }
+                    }
+                    p.muted.small #copy-status role="status" aria-live="polite" {}
+                }
+            }
+            section.card aria-labelledby="endpoints-title" {
+                h2 #endpoints-title { "Endpoints" }
+                @if v.endpoints.is_empty() {
+                    p.muted { "No endpoints yet." }
+                } @else {
+                    div.table-wrap {
+                        table {
+                            thead { tr { th scope="col" { "URL" } th scope="col" { "Environment" } th scope="col" { "Events" } th scope="col" { "State" } @if v.can_manage { th scope="col" { span.visually-hidden { "Actions" } } } } }
+                            tbody {
+                                @for e in v.endpoints {
+                                    tr {
+                                        td { code.url { (e.url) } }
+                                        td { @if e.gym_id == v.gym_id { span.badge.live { "Live" } } @else { span.badge.test { "Sandbox" } } }
+                                        td { (e.event_types.as_deref().map(|t| t.replace(',', ", ")).unwrap_or_else(|| "All events".into())) }
+                                        td {
+                                            @if e.enabled { "Enabled" } @else { "Disabled" }
+                                            @if let Some(r) = &e.disabled_reason { @if !e.enabled { br; span.muted.small { (r) } } }
+                                        }
+                                        @if v.can_manage {
+                                            td.actions {
+                                                @for (action, label, class) in endpoint_actions(e.enabled) {
+                                                    form method="post" action={ "/settings/integrations/webhooks/endpoints/" (e.id) "/" (action) } {
+                                                        input type="hidden" name="csrf" value=(v.csrf);
+                                                        button.(class) type="submit" aria-label={ (label) " " (e.url) } { (label) }
+                                                    }
+                                                }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                @if v.can_manage {
+                    h3 { "Add endpoint" }
+                    form.stack method="post" action="/settings/integrations/webhooks/endpoints" {
+                        input type="hidden" name="csrf" value=(v.csrf);
+                        label for="hook-url" { "URL (https)" }
+                        input #hook-url type="url" name="url" required placeholder="https://example.com/webhooks/gymapi";
+                        label for="hook-env" { "Environment" }
+                        select #hook-env name="environment" { option value="live" { "Live" } option value="test" { "Sandbox" } }
+                        fieldset {
+                            legend { "Events (none checked: all)" }
+                            @for t in &v.event_types {
+                                label.check { input type="checkbox" name="events" value=(t); " " (t) }
+                            }
+                        }
+                        button.primary type="submit" { "Add endpoint" }
+                    }
+                }
+            }
+            section.card aria-labelledby="chart-heading" {
+                h2 #chart-heading { "Deliveries per day" }
+                (chart(v.daily))
+            }
+            section.card aria-labelledby="deliveries-title" {
+                h2 #deliveries-title { "Recent deliveries" }
+                @if v.deliveries.is_empty() {
+                    p.muted { "No deliveries yet." }
+                } @else {
+                    div.table-wrap {
+                        table {
+                            thead { tr { th scope="col" { "Created" } th scope="col" { "Event" } th scope="col" { "Endpoint" } th scope="col" { "Status" } th scope="col" { "Attempts" } th scope="col" { "Last answer" } @if v.can_manage { th scope="col" { span.visually-hidden { "Actions" } } } } }
+                            tbody {
+                                @for d in v.deliveries {
+                                    @let attempts = attempts_of(d);
+                                    tr {
+                                        td { (d.created_at.format("%Y-%m-%d %H:%M:%S")) }
+                                        td { code { (d.event_type) } }
+                                        td { code.url { (v.endpoint_urls.get(&d.endpoint_id).map(String::as_str).unwrap_or("(deleted)")) } }
+                                        td { span.status.(d.status.as_str()) { (d.status) } }
+                                        td { (d.attempt_count) }
+                                        td.small { (attempts) }
+                                        @if v.can_manage {
+                                            td.actions {
+                                                form method="post" action={ "/settings/integrations/webhooks/deliveries/" (d.id) "/redeliver" } {
+                                                    input type="hidden" name="csrf" value=(v.csrf);
+                                                    button type="submit" { "Redeliver" }
+                                                }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+fn endpoint_actions(enabled: bool) -> Vec<(&'static str, &'static str, &'static str)> {
+    let mut a = vec![("ping", "Send ping", "plain")];
+    a.push(if enabled { ("disable", "Disable", "plain") } else { ("enable", "Enable", "plain") });
+    a.push(("rotate", "Rotate secret", "plain"));
+    a.push(("delete", "Delete", "danger"));
+    a
+}
+
+/// The last attempt in words: `200 · 84 ms` or the error.
+fn attempts_of(d: &webhook_delivery::Model) -> String {
+    let list: Vec<serde_json::Value> = serde_json::from_str(&d.attempts).unwrap_or_default();
+    match list.last() {
+        None => "Not tried yet".into(),
+        Some(a) => match (a["response_status"].as_i64(), a["error"].as_str()) {
+            (Some(s), _) => format!("HTTP {s} · {} ms", a["duration_ms"].as_i64().unwrap_or(0)),
+            (None, Some(e)) => e.to_string(),
+            _ => "—".into(),
+        },
+    }
+}
