@@ -173,6 +173,8 @@ fn sign_in_page(req: &Request, state: Data<&AppState>) -> Response {
 struct SignInForm {
     email: String,
     password: String,
+    /// Missing is refused like wrong (403), not as a malformed form.
+    #[serde(default)]
     csrf: String,
 }
 
@@ -227,6 +229,8 @@ async fn sign_in(req: &Request, state: Data<&AppState>, Form(f): Form<SignInForm
 
 #[derive(Deserialize)]
 struct CsrfForm {
+    /// Missing is refused like wrong (403), not as a malformed form.
+    #[serde(default)]
     csrf: String,
 }
 
@@ -314,6 +318,8 @@ async fn api_page(req: &Request, state: Data<&AppState>) -> Response {
 
 #[derive(Deserialize)]
 struct NewKeyForm {
+    /// Missing is refused like wrong (403), not as a malformed form.
+    #[serde(default)]
     csrf: String,
     name: String,
     environment: String,

@@ -15,4 +15,5 @@ mod limits;
 mod members;
 mod resources;
 mod service;
+mod settings;
 mod webhooks;

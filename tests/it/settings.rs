@@ -1,0 +1,279 @@
+//! The settings area over HTTP as a browser uses it: cookies, forms, redirects.
+
+use gymapi::accounts::{self, Permission};
+use reqwest::redirect::Policy;
+
+use crate::common::{Gym, TestApp};
+
+const PASSWORD: &str = "a long password";
+
+/// A browser: a cookie jar, no automatic redirects.
+struct Browser {
+    client: reqwest::Client,
+    base: String,
+}
+
+struct Page {
+    status: u16,
+    location: Option<String>,
+    body: String,
+}
+
+impl Page {
+    fn csrf(&self) -> String {
+        let at = self.body.find("name=\"csrf\" value=\"").expect("a form with a CSRF token") + 19;
+        self.body[at..].split('"').next().unwrap().to_string()
+    }
+    /// The first `svc_..._...` key on the page.
+    fn key(&self) -> Option<String> {
+        let at = self.body.find("value=\"svc_")? + 7;
+        Some(self.body[at..].split('"').next().unwrap().to_string())
+    }
+}
+
+impl Browser {
+    fn new(app: &TestApp) -> Self {
+        let client = reqwest::Client::builder().cookie_store(true).redirect(Policy::none()).build().unwrap();
+        Self { client, base: app.address.clone() }
+    }
+
+    async fn page(resp: reqwest::Response) -> Page {
+        let status = resp.status().as_u16();
+        let location = resp.headers().get("location").map(|v| v.to_str().unwrap().to_string());
+        Page { status, location, body: resp.text().await.unwrap() }
+    }
+
+    async fn get(&self, path: &str) -> Page {
+        Self::page(self.client.get(format!("{}{path}", self.base)).send().await.unwrap()).await
+    }
+
+    async fn post(&self, path: &str, form: &[(&str, &str)]) -> Page {
+        Self::page(self.client.post(format!("{}{path}", self.base)).form(form).send().await.unwrap()).await
+    }
+
+    async fn sign_in(&self, email: &str, password: &str) -> Page {
+        let form = self.get("/settings/sign-in").await;
+        assert_eq!(form.status, 200);
+        self.post("/settings/sign-in", &[("email", email), ("password", password), ("csrf", &form.csrf())]).await
+    }
+}
+
+async fn user(app: &TestApp, gym: &Gym, email: &str, role: &str, grants: &[Permission]) {
+    accounts::create_user(&app.db, gym.id, email, role, grants, PASSWORD).await.unwrap();
+}
+
+async fn signed_in(app: &TestApp, gym: &Gym, email: &str, role: &str, grants: &[Permission]) -> Browser {
+    user(app, gym, email, role, grants).await;
+    let b = Browser::new(app);
+    let r = b.sign_in(email, PASSWORD).await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert_eq!(r.location.as_deref(), Some("/settings/integrations/api"));
+    b
+}
+
+#[tokio::test]
+async fn an_owner_creates_uses_rolls_and_revokes_a_key() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Iron Temple").await;
+    let b = signed_in(&app, &gym, "owner@iron.example", "owner", &[]).await;
+
+    let page = b.get("/settings/integrations/api").await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("Iron Temple"));
+    let created = b
+        .post(
+            "/settings/integrations/api/keys",
+            &[("csrf", &page.csrf()), ("name", "Front desk"), ("environment", "live")],
+        )
+        .await;
+    assert_eq!(created.status, 200);
+    let key = created.key().expect("the new key, shown once");
+    assert!(key.starts_with("svc_live_"));
+    assert!(created.body.contains("shown only once"));
+    // It works against the API, and the page never shows it again.
+    assert_eq!(app.get(&key, "/members").await.status, 200);
+    let again = b.get("/settings/integrations/api").await;
+    assert!(!again.body.contains(&key[12..]), "the full key is never shown again");
+    assert!(again.body.contains(&key[..13]), "its prefix is");
+
+    // Roll: a confirmation page, then a new key; the old one retires.
+    let id = accounts::list_keys(&app.db, &accounts::Actor::Operator, gym.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|k| k.name == "Front desk")
+        .unwrap()
+        .id;
+    let confirm = b.get(&format!("/settings/integrations/api/keys/{id}/roll")).await;
+    assert_eq!(confirm.status, 200);
+    assert!(confirm.body.contains("Roll key"));
+    let rolled = b.post(&format!("/settings/integrations/api/keys/{id}/roll"), &[("csrf", &confirm.csrf())]).await;
+    assert_eq!(rolled.status, 200);
+    let new_key = rolled.key().unwrap();
+    assert_ne!(new_key, key);
+    assert!(rolled.body.contains("Retires in"), "the old key shows its grace");
+    assert!(
+        !rolled.body.contains(&format!("/settings/integrations/api/keys/{id}/roll")),
+        "a retiring key cannot be rolled"
+    );
+    assert_eq!(app.get(&key, "/members").await.status, 200, "the old key works during its grace");
+
+    // Revoke the new one: the API refuses it at once.
+    let new_id = accounts::list_keys(&app.db, &accounts::Actor::Operator, gym.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|k| new_key.starts_with(&k.prefix) && k.revoked_at.is_none() && k.expires_at.is_none())
+        .unwrap()
+        .id;
+    let revoked =
+        b.post(&format!("/settings/integrations/api/keys/{new_id}/revoke"), &[("csrf", &rolled.csrf())]).await;
+    assert_eq!(revoked.status, 303);
+    assert_eq!(app.get(&new_key, "/members").await.status, 401);
+    assert!(b.get("/settings/integrations/api").await.body.contains("Revoked"));
+}
+
+#[tokio::test]
+async fn a_test_key_needs_the_sandbox_first() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Sandbox gym").await;
+    let b = signed_in(&app, &gym, "owner@sandbox.example", "owner", &[]).await;
+    let page = b.get("/settings/integrations/api").await;
+    let refused = b
+        .post("/settings/integrations/api/keys", &[("csrf", &page.csrf()), ("name", "CI"), ("environment", "test")])
+        .await;
+    assert_eq!(refused.status, 422);
+    assert!(refused.body.contains("Provision a sandbox first to create a test key."));
+    assert!(refused.key().is_none());
+    let provisioned = b.post("/settings/integrations/api/sandbox", &[("csrf", &page.csrf())]).await;
+    assert_eq!(provisioned.status, 303);
+    let page = b.get("/settings/integrations/api").await;
+    assert!(page.body.contains("Provisioned on"));
+    assert!(!page.body.contains("Provision sandbox"), "once");
+    let created = b
+        .post("/settings/integrations/api/keys", &[("csrf", &page.csrf()), ("name", "CI"), ("environment", "test")])
+        .await;
+    let key = created.key().unwrap();
+    assert!(key.starts_with("svc_test_"));
+    assert_eq!(app.get(&key, "/members").await.status, 200);
+}
+
+#[tokio::test]
+async fn an_employee_without_the_permission_sees_but_cannot_act() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Staffed").await;
+    let b = signed_in(&app, &gym, "desk@staffed.example", "employee", &[]).await;
+    let page = b.get("/settings/integrations/api").await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("settings.manage"));
+    assert!(!page.body.contains("Create key"));
+    assert!(!page.body.contains("Provision sandbox"));
+    let direct = b
+        .post("/settings/integrations/api/keys", &[("csrf", &page.csrf()), ("name", "Sneaky"), ("environment", "live")])
+        .await;
+    assert_eq!(direct.status, 403);
+    let sandbox = b.post("/settings/integrations/api/sandbox", &[("csrf", &page.csrf())]).await;
+    assert_eq!(sandbox.status, 403);
+    let keys = accounts::list_keys(&app.db, &accounts::Actor::Operator, gym.id).await.unwrap();
+    assert!(keys.iter().all(|k| k.name != "Sneaky"));
+    assert!(accounts::sandbox_of(&app.db, gym.id).await.unwrap().is_none());
+    let hooks = b.get("/settings/integrations/webhooks").await;
+    assert_eq!(hooks.status, 200);
+    assert!(!hooks.body.contains("Add endpoint"));
+
+    // With the permission granted, the same employee can.
+    let granted = signed_in(&app, &gym, "lead@staffed.example", "employee", &[Permission::SettingsManage]).await;
+    let page = granted.get("/settings/integrations/api").await;
+    assert!(page.body.contains("Create key"));
+}
+
+#[tokio::test]
+async fn forms_without_the_csrf_token_are_refused() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Csrf").await;
+    let b = signed_in(&app, &gym, "owner@csrf.example", "owner", &[]).await;
+    let before = accounts::list_keys(&app.db, &accounts::Actor::Operator, gym.id).await.unwrap().len();
+    for form in [
+        vec![("name", "Forged"), ("environment", "live")],
+        vec![("csrf", "0000"), ("name", "Forged"), ("environment", "live")],
+    ] {
+        let r = b.post("/settings/integrations/api/keys", &form).await;
+        assert_eq!(r.status, 403, "{}", r.body);
+    }
+    let r = b.post("/settings/integrations/api/sandbox", &[("csrf", "nope")]).await;
+    assert_eq!(r.status, 403);
+    assert_eq!(accounts::list_keys(&app.db, &accounts::Actor::Operator, gym.id).await.unwrap().len(), before);
+    // The sign-in form has its own token too.
+    let fresh = Browser::new(&app);
+    let r = fresh
+        .post("/settings/sign-in", &[("email", "owner@csrf.example"), ("password", PASSWORD), ("csrf", "x")])
+        .await;
+    assert_eq!(r.status, 403);
+}
+
+#[tokio::test]
+async fn sign_in_is_checked_throttled_and_ends_with_sign_out() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Doors").await;
+    user(&app, &gym, "owner@doors.example", "owner", &[]).await;
+    let b = Browser::new(&app);
+    assert_eq!(b.get("/settings/integrations/api").await.location.as_deref(), Some("/settings/sign-in"));
+    let wrong = b.sign_in("owner@doors.example", "not the password").await;
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.body.contains("The email or the password is wrong."));
+    let unknown = b.sign_in("nobody@doors.example", PASSWORD).await;
+    assert_eq!(unknown.status, 401);
+
+    let ok = b.sign_in("owner@doors.example", PASSWORD).await;
+    assert_eq!(ok.status, 303);
+    let page = b.get("/settings/integrations/api").await;
+    assert_eq!(page.status, 200);
+    let out = b.post("/settings/sign-out", &[("csrf", &page.csrf())]).await;
+    assert_eq!(out.status, 303);
+    assert_eq!(b.get("/settings/integrations/api").await.location.as_deref(), Some("/settings/sign-in"));
+
+    // Ten attempts in 15 minutes per email, then a wait, even with the right password.
+    for _ in 0..8 {
+        b.sign_in("owner@doors.example", "guess").await;
+    }
+    let locked = b.sign_in("owner@doors.example", PASSWORD).await;
+    assert_eq!(locked.status, 429, "{}", locked.body);
+    assert!(locked.body.contains("Too many sign-in attempts"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn webhook_endpoints_are_managed_from_the_page() {
+    let app = TestApp::spawn_with(|c| c.webhook_allow_private = true).await;
+    let gym = app.gym("Hooked").await;
+    let b = signed_in(&app, &gym, "owner@hooked.example", "owner", &[]).await;
+    let page = b.get("/settings/integrations/webhooks").await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("Deliveries per day"));
+    let added = b
+        .post(
+            "/settings/integrations/webhooks/endpoints",
+            &[
+                ("csrf", &page.csrf()),
+                ("url", "http://127.0.0.1:9/hook"),
+                ("environment", "live"),
+                ("events", "member.created"),
+            ],
+        )
+        .await;
+    assert_eq!(added.status, 200, "{}", added.body);
+    assert!(added.body.contains("whsec_"), "the secret, shown once");
+    let endpoint = gymapi::webhooks::list_endpoints(&app.db, &accounts::Actor::Operator, gym.id).await.unwrap();
+    assert_eq!(endpoint.len(), 1);
+    assert_eq!(endpoint[0].event_types.as_deref(), Some("member.created"));
+    let id = endpoint[0].id;
+    let pinged =
+        b.post(&format!("/settings/integrations/webhooks/endpoints/{id}/ping"), &[("csrf", &page.csrf())]).await;
+    assert_eq!(pinged.status, 303);
+    let page = b.get("/settings/integrations/webhooks").await;
+    assert!(page.body.contains("<code>ping</code>"), "the ping is among the recent deliveries");
+    assert!(!page.body.contains("whsec_"), "the secret is not shown again");
+    let disabled =
+        b.post(&format!("/settings/integrations/webhooks/endpoints/{id}/disable"), &[("csrf", &page.csrf())]).await;
+    assert_eq!(disabled.status, 303);
+    assert!(b.get("/settings/integrations/webhooks").await.body.contains("Disabled"));
+}
