@@ -179,7 +179,7 @@ pub fn api(v: &ApiView) -> String {
                 @if v.keys.is_empty() {
                     p.muted { "No keys yet." }
                 } @else {
-                    div.table-wrap {
+                    div.table-wrap tabindex="0" role="region" aria-label="API keys" {
                         table {
                             thead { tr { th scope="col" { "Name" } th scope="col" { "Environment" } th scope="col" { "Key" } th scope="col" { "Last used" } th scope="col" { "Status" } @if v.can_manage { th scope="col" { span.visually-hidden { "Actions" } } } } }
                             tbody {
@@ -345,7 +345,7 @@ pub fn webhooks(v: &WebhooksView) -> String {
                 @if v.endpoints.is_empty() {
                     p.muted { "No endpoints yet." }
                 } @else {
-                    div.table-wrap {
+                    div.table-wrap tabindex="0" role="region" aria-label="Webhook endpoints" {
                         table {
                             thead { tr { th scope="col" { "URL" } th scope="col" { "Environment" } th scope="col" { "Events" } th scope="col" { "State" } @if v.can_manage { th scope="col" { span.visually-hidden { "Actions" } } } } }
                             tbody {
@@ -401,7 +401,7 @@ pub fn webhooks(v: &WebhooksView) -> String {
                 @if v.deliveries.is_empty() {
                     p.muted { "No deliveries yet." }
                 } @else {
-                    div.table-wrap {
+                    div.table-wrap tabindex="0" role="region" aria-label="Recent deliveries" {
                         table {
                             thead { tr { th scope="col" { "Created" } th scope="col" { "Event" } th scope="col" { "Endpoint" } th scope="col" { "Status" } th scope="col" { "Attempts" } th scope="col" { "Last answer" } @if v.can_manage { th scope="col" { span.visually-hidden { "Actions" } } } } }
                             tbody {
