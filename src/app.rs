@@ -38,6 +38,8 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     /// Wakes this process's webhook dispatcher after a commit that queued deliveries.
     pub webhooks: Arc<tokio::sync::Notify>,
+    /// Requests per key per day, counted in memory (see `usage`).
+    pub usage: Arc<crate::usage::Usage>,
 }
 
 impl AppState {
@@ -58,15 +60,17 @@ impl AppState {
             last_used: Arc::new(LastUsed::default()),
             store,
             webhooks: Arc::new(tokio::sync::Notify::new()),
+            usage: Arc::new(crate::usage::Usage::default()),
         })
     }
 
-    /// Starts what runs beside the API: the webhook dispatcher, unless the configuration leaves it
-    /// to `gymapi worker` processes.
+    /// Starts what runs beside the API: the webhook dispatcher (unless the configuration leaves it
+    /// to `gymapi worker` processes) and the flusher of key usage counts.
     pub fn start_background(&self) -> anyhow::Result<()> {
         if self.config.webhook_dispatch {
             crate::webhooks::dispatch::spawn(self.db.clone(), &self.config, self.webhooks.clone())?;
         }
+        self.usage.clone().spawn_flusher(self.db.clone());
         Ok(())
     }
 }
@@ -141,6 +145,7 @@ async fn gate<E: Endpoint>(next: Arc<E>, req: Request, state: AppState) -> poem:
         Err(e) => return Ok(e.as_response()),
     };
     state.last_used.touch(&state.db, tenant.key_id);
+    state.usage.record(tenant.owner_gym_id, tenant.key_id);
 
     let policy = RatePolicy::per_minute(state.config.rate_limit_per_minute);
     let decision = match state.store.hit(&tenant.key_id.to_string(), policy).await {

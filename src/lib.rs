@@ -23,4 +23,5 @@ pub mod pagination;
 pub mod server;
 pub mod settings;
 pub mod types;
+pub mod usage;
 pub mod webhooks;

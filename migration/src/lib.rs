@@ -6,6 +6,7 @@ mod m20261122_000001_initial;
 mod m20261122_000002_counters_and_search;
 mod m20261122_000003_webhook_dispatch;
 mod m20261122_000004_settings_sessions;
+mod m20261122_000005_key_usage;
 
 pub struct Migrator;
 
@@ -17,6 +18,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000002_counters_and_search::Migration),
             Box::new(m20261122_000003_webhook_dispatch::Migration),
             Box::new(m20261122_000004_settings_sessions::Migration),
+            Box::new(m20261122_000005_key_usage::Migration),
         ]
     }
 }

@@ -278,7 +278,23 @@ async fn render_api(state: &AppState, s: &Signed, flash: Option<Flash>, status: 
         Ok(sb) => sb,
         Err(e) => return refused(e),
     };
+    // The chart shows this instance's latest counts too.
+    if let Err(e) = state.usage.flush(&state.db).await {
+        tracing::warn!(error = %e, "cannot store key usage counts");
+    }
+    let usage = match crate::usage::daily(&state.db, s.gym.id, 14).await {
+        Ok(u) => u,
+        Err(e) => return internal(e),
+    };
     let at = now();
+    let requests: Vec<pages::KeyUsage> = keys
+        .iter()
+        .filter_map(|k| {
+            usage
+                .get(&k.id)
+                .map(|days| pages::KeyUsage { label: format!("{} ({}…)", k.name, k.prefix), days: days.clone() })
+        })
+        .collect();
     let rows: Vec<KeyRow> = keys
         .iter()
         .map(|k: &api_key::Model| {
@@ -303,6 +319,7 @@ async fn render_api(state: &AppState, s: &Signed, flash: Option<Flash>, status: 
         api_access: s.gym.api_access,
         sandbox_since: sandbox.map(|sb| sb.created_at.format("%Y-%m-%d").to_string()),
         keys: rows,
+        requests,
         flash,
     };
     html(status, pages::api(&view))

@@ -38,6 +38,12 @@ pub struct KeyRow {
     pub can_revoke: bool,
 }
 
+/// Requests per day of one key.
+pub struct KeyUsage {
+    pub label: String,
+    pub days: Vec<(NaiveDate, i64)>,
+}
+
 pub struct ApiView<'a> {
     pub gym_name: &'a str,
     pub user_email: &'a str,
@@ -46,6 +52,7 @@ pub struct ApiView<'a> {
     pub api_access: bool,
     pub sandbox_since: Option<String>,
     pub keys: Vec<KeyRow>,
+    pub requests: Vec<KeyUsage>,
     pub flash: Option<Flash>,
 }
 
@@ -200,6 +207,16 @@ pub fn api(v: &ApiView) -> String {
                                 }
                             }
                         }
+                    }
+                }
+            }
+            section.card aria-labelledby="usage-title" {
+                h2 #usage-title { "API requests per day" }
+                @if v.requests.is_empty() {
+                    p.muted { "No requests in the last 14 days." }
+                } @else {
+                    @for (i, k) in v.requests.iter().enumerate() {
+                        (usage_chart(i, k))
                     }
                 }
             }
@@ -431,6 +448,35 @@ pub fn webhooks(v: &WebhooksView) -> String {
             }
         },
     )
+}
+
+/// One key's requests per day as bars, with its total and a table for screen readers.
+fn usage_chart(i: usize, k: &KeyUsage) -> Markup {
+    let max = k.days.iter().map(|(_, n)| *n).max().unwrap_or(0).max(1);
+    let total: i64 = k.days.iter().map(|(_, n)| n).sum();
+    let (w, h) = (28 * k.days.len().max(1), 60.0_f64);
+    let id = format!("usage-{i}");
+    html! {
+        figure.chart.usage {
+            figcaption { strong { (k.label) } " · " (total) @if total == 1 { " request" } @else { " requests" } }
+            svg viewBox={ "0 0 " (w) " " (h) } role="img" aria-labelledby=(id) preserveAspectRatio="none" {
+                title #(id) { "Requests per day of " (k.label) }
+                @for (j, (day, n)) in k.days.iter().enumerate() {
+                    @let bar = (*n as f64 / max as f64) * (h - 4.0);
+                    rect.delivered x=(j * 28 + 4) y=(format!("{:.1}", h - bar)) width="20" height=(format!("{bar:.1}")) {
+                        title { (day) ": " (n) }
+                    }
+                }
+            }
+            details {
+                summary { "As a table" }
+                table {
+                    thead { tr { th scope="col" { "Day" } th scope="col" { "Requests" } } }
+                    tbody { @for (day, n) in &k.days { tr { td { (day) } td { (n) } } } }
+                }
+            }
+        }
+    }
 }
 
 fn endpoint_actions(enabled: bool) -> Vec<(&'static str, &'static str, &'static str)> {

@@ -95,6 +95,9 @@ async function signIn(context, email, name) {
   await page.getByRole("button", { name: "Revoke key" }).click();
   await page.getByText("Revoked").first().waitFor();
   await api(rolled, "/members", 401);
+  await page.reload();
+  await page.getByRole("heading", { name: "API requests per day" }).waitFor();
+  await page.getByText(/Front desk \(svc_live_.*\) · \d+ requests?/).first().waitFor();
   await check(page, "owner-api-integration-after");
 
   // Webhooks: add an endpoint (secret shown once), ping it.

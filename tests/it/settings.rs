@@ -92,9 +92,14 @@ async fn an_owner_creates_uses_rolls_and_revokes_a_key() {
     assert!(created.body.contains("shown only once"));
     // It works against the API, and the page never shows it again.
     assert_eq!(app.get(&key, "/members").await.status, 200);
+    for _ in 0..4 {
+        assert_eq!(app.get(&key, "/members").await.status, 200);
+    }
     let again = b.get("/settings/integrations/api").await;
     assert!(!again.body.contains(&key[12..]), "the full key is never shown again");
     assert!(again.body.contains(&key[..13]), "its prefix is");
+    // The chart counts the key's requests of today (five so far).
+    assert!(again.body.contains(&format!("Front desk ({}…)</strong> · 5 requests", &key[..13])), "{}", again.body);
 
     // Roll: a confirmation page, then a new key; the old one retires.
     let id = accounts::list_keys(&app.db, &accounts::Actor::Operator, gym.id)
