@@ -157,6 +157,24 @@ where
     Ok(rows.into_iter().map(|(id, legacy, x)| (legacy, (id, x))).collect())
 }
 
+/// The rows of a batch whose legacy id is not in `table` yet, with their index in the batch (one
+/// query); a legacy id twice in the batch is flagged in `errors`.
+async fn fresh_rows<'r, E, R>(
+    db: &impl ConnectionTrait,
+    table: Legacy<E::Column>,
+    gym_id: Uuid,
+    rows: &'r [R],
+    legacy_id: impl Fn(&R) -> &str,
+    errors: &mut FieldErrors,
+) -> Result<Vec<(usize, &'r R)>, DbErr>
+where
+    E: EntityTrait,
+{
+    check_batch_ids(rows.iter().map(&legacy_id), errors);
+    let existing = lookup::<E, Uuid>(db, table, gym_id, rows.iter().map(&legacy_id).collect()).await?;
+    Ok(rows.iter().enumerate().filter(|(_, r)| !existing.contains_key(legacy_id(r))).collect())
+}
+
 /// Inserts the rows that are new, in one statement, and returns `returning` of each row written;
 /// rows whose unique key exists are left alone (another request may have written them meanwhile).
 async fn insert_new<A>(
@@ -565,22 +583,16 @@ pub async fn memberships(
     let received = rows.len();
     let validate = || async {
         let mut errors = FieldErrors::new();
-        check_batch_ids(rows.iter().map(|r| r.legacy_id.as_str()), &mut errors);
-        let existing = lookup::<member_membership::Entity, Uuid>(
-            db,
-            Legacy {
-                gym: member_membership::Column::GymId,
-                legacy: member_membership::Column::LegacyId,
-                id: member_membership::Column::Id,
-                extra: member_membership::Column::MemberId,
-                scope: None,
-            },
-            gym_id,
-            rows.iter().map(|r| r.legacy_id.as_str()).collect(),
-        )
-        .await?;
-        let fresh: Vec<(usize, &ImportMembershipRow)> =
-            rows.iter().enumerate().filter(|(_, r)| !existing.contains_key(&r.legacy_id)).collect();
+        let table = Legacy {
+            gym: member_membership::Column::GymId,
+            legacy: member_membership::Column::LegacyId,
+            id: member_membership::Column::Id,
+            extra: member_membership::Column::Id,
+            scope: None,
+        };
+        let fresh =
+            fresh_rows::<member_membership::Entity, _>(db, table, gym_id, &rows, |r| r.legacy_id.as_str(), &mut errors)
+                .await?;
         let (members, plans) = tokio::try_join!(
             member_refs(db, gym_id, fresh.iter().map(|(_, r)| r.member_legacy_id.as_str()).collect()),
             plan_refs(db, gym_id, fresh.iter().map(|(_, r)| r.plan_legacy_id.as_str()).collect()),
@@ -650,22 +662,16 @@ pub async fn attendance(
     let received = rows.len();
     let validate = || async {
         let mut errors = FieldErrors::new();
-        check_batch_ids(rows.iter().map(|r| r.legacy_id.as_str()), &mut errors);
-        let existing = lookup::<attendance::Entity, Uuid>(
-            db,
-            Legacy {
-                gym: attendance::Column::GymId,
-                legacy: attendance::Column::LegacyId,
-                id: attendance::Column::Id,
-                extra: attendance::Column::FacilityId,
-                scope: Some((attendance::Column::Kind, kind)),
-            },
-            gym_id,
-            rows.iter().map(|r| r.legacy_id.as_str()).collect(),
-        )
-        .await?;
-        let fresh: Vec<(usize, &ImportAttendanceRow)> =
-            rows.iter().enumerate().filter(|(_, r)| !existing.contains_key(&r.legacy_id)).collect();
+        let table = Legacy {
+            gym: attendance::Column::GymId,
+            legacy: attendance::Column::LegacyId,
+            id: attendance::Column::Id,
+            extra: attendance::Column::Id,
+            scope: Some((attendance::Column::Kind, kind)),
+        };
+        let fresh =
+            fresh_rows::<attendance::Entity, _>(db, table, gym_id, &rows, |r| r.legacy_id.as_str(), &mut errors)
+                .await?;
         let members = member_refs(
             db,
             gym_id,
@@ -846,22 +852,15 @@ pub async fn purchases(
     let received = rows.len();
     let validate = || async {
         let mut errors = FieldErrors::new();
-        check_batch_ids(rows.iter().map(|r| r.legacy_id.as_str()), &mut errors);
-        let existing = lookup::<purchase::Entity, String>(
-            db,
-            Legacy {
-                gym: purchase::Column::GymId,
-                legacy: purchase::Column::LegacyId,
-                id: purchase::Column::Id,
-                extra: purchase::Column::PaymentStatus,
-                scope: None,
-            },
-            gym_id,
-            rows.iter().map(|r| r.legacy_id.as_str()).collect(),
-        )
-        .await?;
-        let fresh: Vec<(usize, &ImportPurchaseRow)> =
-            rows.iter().enumerate().filter(|(_, r)| !existing.contains_key(&r.legacy_id)).collect();
+        let table = Legacy {
+            gym: purchase::Column::GymId,
+            legacy: purchase::Column::LegacyId,
+            id: purchase::Column::Id,
+            extra: purchase::Column::Id,
+            scope: None,
+        };
+        let fresh =
+            fresh_rows::<purchase::Entity, _>(db, table, gym_id, &rows, |r| r.legacy_id.as_str(), &mut errors).await?;
         let (members, products) = tokio::try_join!(
             member_refs(
                 db,
