@@ -129,8 +129,8 @@ where
         values.extend(keys.into_iter().map(|k| sea_orm::Value::from(k.to_string())));
         let (id, key, extra, gym) = (id.as_str(), legacy.as_str(), extra.as_str(), gym.as_str());
         let sql = format!(
-            "SELECT t.\"{id}\" AS a, t.\"{key}\" AS b, t.\"{extra}\" AS c FROM (VALUES {}) AS k(v) \
-             CROSS JOIN LATERAL (SELECT \"{id}\", \"{key}\", \"{extra}\" FROM \"{table}\" \
+            "SELECT t.a, t.b, t.c FROM (VALUES {}) AS k(v) \
+             CROSS JOIN LATERAL (SELECT \"{id}\" AS a, \"{key}\" AS b, \"{extra}\" AS c FROM \"{table}\" \
              WHERE \"{gym}\" = $1{scope_sql} AND \"{key}\" = k.v) AS t",
             rows.join(", ")
         );
