@@ -125,6 +125,15 @@ async fn signed(state: &AppState, req: &Request) -> Result<Signed, Response> {
     Ok(Signed { session, user, gym })
 }
 
+/// The signed-in user of a form whose CSRF token is the session's; else the redirect or the 403.
+async fn signed_form(state: &AppState, req: &Request, csrf: &str) -> Result<Signed, Response> {
+    let s = signed(state, req).await?;
+    match bad_csrf(&s, csrf) {
+        Some(refusal) => Err(refusal),
+        None => Ok(s),
+    }
+}
+
 /// The refusal of a form whose CSRF token is not the session's.
 fn bad_csrf(s: &Signed, sent: &str) -> Option<Response> {
     (!session::same(&s.session.csrf_token, sent)).then(|| {
@@ -236,11 +245,7 @@ struct CsrfForm {
 
 #[handler]
 async fn sign_out(req: &Request, state: Data<&AppState>, Form(f): Form<CsrfForm>) -> Response {
-    let s = match signed(&state, req).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
-    if let Some(r) = bad_csrf(&s, &f.csrf) {
+    if let Err(r) = signed_form(&state, req, &f.csrf).await {
         return r;
     }
     if let Some(token) = session::cookie(req, session::SESSION_COOKIE)
@@ -344,13 +349,10 @@ struct NewKeyForm {
 
 #[handler]
 async fn create_key(req: &Request, state: Data<&AppState>, Form(f): Form<NewKeyForm>) -> Response {
-    let s = match signed(&state, req).await {
+    let s = match signed_form(&state, req, &f.csrf).await {
         Ok(s) => s,
         Err(r) => return r,
     };
-    if let Some(r) = bad_csrf(&s, &f.csrf) {
-        return r;
-    }
     let Some(env) = Environment::parse(&f.environment) else {
         return error_page(StatusCode::UNPROCESSABLE_ENTITY, "Choose Live or Test.");
     };
@@ -411,13 +413,10 @@ async fn confirm_revoke(req: &Request, state: Data<&AppState>, Path(id): Path<Uu
 
 #[handler]
 async fn roll_key(req: &Request, state: Data<&AppState>, Path(id): Path<Uuid>, Form(f): Form<CsrfForm>) -> Response {
-    let s = match signed(&state, req).await {
+    let s = match signed_form(&state, req, &f.csrf).await {
         Ok(s) => s,
         Err(r) => return r,
     };
-    if let Some(r) = bad_csrf(&s, &f.csrf) {
-        return r;
-    }
     if let Err(r) = own_key(&state, &s, id).await {
         return r;
     }
@@ -432,13 +431,10 @@ async fn roll_key(req: &Request, state: Data<&AppState>, Path(id): Path<Uuid>, F
 
 #[handler]
 async fn revoke_key(req: &Request, state: Data<&AppState>, Path(id): Path<Uuid>, Form(f): Form<CsrfForm>) -> Response {
-    let s = match signed(&state, req).await {
+    let s = match signed_form(&state, req, &f.csrf).await {
         Ok(s) => s,
         Err(r) => return r,
     };
-    if let Some(r) = bad_csrf(&s, &f.csrf) {
-        return r;
-    }
     if let Err(r) = own_key(&state, &s, id).await {
         return r;
     }
@@ -450,13 +446,10 @@ async fn revoke_key(req: &Request, state: Data<&AppState>, Path(id): Path<Uuid>,
 
 #[handler]
 async fn provision_sandbox(req: &Request, state: Data<&AppState>, Form(f): Form<CsrfForm>) -> Response {
-    let s = match signed(&state, req).await {
+    let s = match signed_form(&state, req, &f.csrf).await {
         Ok(s) => s,
         Err(r) => return r,
     };
-    if let Some(r) = bad_csrf(&s, &f.csrf) {
-        return r;
-    }
     match accounts::provision_sandbox(&state.db, &s.actor(), s.gym.id).await {
         Ok(_) => redirect("/settings/integrations/api"),
         Err(e) => refused(e),
@@ -562,13 +555,10 @@ async fn endpoint_action(
     Path((id, action)): Path<(Uuid, String)>,
     Form(f): Form<CsrfForm>,
 ) -> Response {
-    let s = match signed(&state, req).await {
+    let s = match signed_form(&state, req, &f.csrf).await {
         Ok(s) => s,
         Err(r) => return r,
     };
-    if let Some(r) = bad_csrf(&s, &f.csrf) {
-        return r;
-    }
     let actor = s.actor();
     let db = &state.db;
     let done = match action.as_str() {
@@ -593,13 +583,10 @@ async fn endpoint_action(
 
 #[handler]
 async fn redeliver(req: &Request, state: Data<&AppState>, Path(id): Path<Uuid>, Form(f): Form<CsrfForm>) -> Response {
-    let s = match signed(&state, req).await {
+    let s = match signed_form(&state, req, &f.csrf).await {
         Ok(s) => s,
         Err(r) => return r,
     };
-    if let Some(r) = bad_csrf(&s, &f.csrf) {
-        return r;
-    }
     if !s.can_manage() {
         return refused(AccountError::PermissionDenied(Permission::SettingsManage.as_str()));
     }
