@@ -15,7 +15,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 #[path = "support.rs"]
-#[allow(dead_code)] // each bench uses part of it
 mod support;
 
 use std::time::{Duration, Instant};
@@ -26,28 +25,10 @@ use gymapi::{
     config::Config,
     context::Environment,
 };
-use sea_orm::ConnectionTrait;
 use serde_json::{Value, json};
-use support::{ms, percentile, serve};
+use support::{database, drop_database, ms, percentile, serve};
 
 const BATCHES: usize = 60;
-
-async fn database(url: Option<&str>) -> (String, Option<tempfile::TempDir>) {
-    match url {
-        Some(base) => {
-            let name = format!("gymapi_bench_{}", uuid::Uuid::now_v7().simple());
-            let admin = sea_orm::Database::connect(base).await.unwrap();
-            admin.execute_unprepared(&format!("CREATE DATABASE \"{name}\"")).await.unwrap();
-            let mut u = url::Url::parse(base).unwrap();
-            u.set_path(&format!("/{name}"));
-            (u.to_string(), None)
-        }
-        None => {
-            let dir = tempfile::tempdir().unwrap();
-            (format!("sqlite://{}?mode=rwc", dir.path().join("bench.db").display()), Some(dir))
-        }
-    }
-}
 
 struct Target {
     base: String,
@@ -184,10 +165,8 @@ async fn run(label: &str, database_url: Option<&str>, redis: Option<&str>) {
         );
     }
     if let Some(base) = database_url {
-        let name = url::Url::parse(&url).unwrap().path().trim_start_matches('/').to_string();
         t.db.close().await.unwrap();
-        let admin = sea_orm::Database::connect(base).await.unwrap();
-        let _ = admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await;
+        drop_database(base, &url).await;
     }
 }
 

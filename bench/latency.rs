@@ -26,7 +26,7 @@ use gymapi::{
     limits::{Decision, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse},
 };
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
-use support::{ms, percentile, serve, throughput};
+use support::{database, ms, percentile, serve, throughput};
 
 /// A store that allows everything and keeps nothing: the baseline "without the limiter".
 struct NoStore;
@@ -58,23 +58,6 @@ struct Target {
     key: String,
     member_id: String,
     db: DatabaseConnection,
-}
-
-async fn database(url: Option<&str>) -> (String, Option<tempfile::TempDir>) {
-    match url {
-        Some(base) => {
-            let name = format!("gymapi_bench_{}", uuid::Uuid::now_v7().simple());
-            let admin = sea_orm::Database::connect(base).await.unwrap();
-            admin.execute_unprepared(&format!("CREATE DATABASE \"{name}\"")).await.unwrap();
-            let mut u = url::Url::parse(base).unwrap();
-            u.set_path(&format!("/{name}"));
-            (u.to_string(), None)
-        }
-        None => {
-            let dir = tempfile::tempdir().unwrap();
-            (format!("sqlite://{}?mode=rwc", dir.path().join("bench.db").display()), Some(dir))
-        }
-    }
 }
 
 async fn start(database_url: &str, redis: Option<&str>, store: Option<Arc<dyn Store>>) -> Target {

@@ -1,4 +1,5 @@
 //! What the benches share: the server on a free port, percentiles, and a throughput driver.
+#![allow(dead_code)] // each bench uses a part of it
 
 use std::time::{Duration, Instant};
 
@@ -7,6 +8,7 @@ use poem::{
     Server,
     listener::{Acceptor, Listener, TcpListener},
 };
+use sea_orm::ConnectionTrait;
 
 /// Serves `state` on a free loopback port; returns `http://127.0.0.1:PORT`.
 pub async fn serve(state: AppState) -> String {
@@ -51,4 +53,30 @@ pub async fn throughput(url: &str, key: &str, secs: u64) -> f64 {
         total += t.await.unwrap();
     }
     total as f64 / secs as f64
+}
+
+/// A fresh database for a bench run: a new PostgreSQL database beside `url`, or a SQLite file in a
+/// temporary directory (kept alive by the returned guard).
+pub async fn database(url: Option<&str>) -> (String, Option<tempfile::TempDir>) {
+    match url {
+        Some(base) => {
+            let name = format!("gymapi_bench_{}", uuid::Uuid::now_v7().simple());
+            let admin = sea_orm::Database::connect(base).await.unwrap();
+            admin.execute_unprepared(&format!("CREATE DATABASE \"{name}\"")).await.unwrap();
+            let mut u = url::Url::parse(base).unwrap();
+            u.set_path(&format!("/{name}"));
+            (u.to_string(), None)
+        }
+        None => {
+            let dir = tempfile::tempdir().unwrap();
+            (format!("sqlite://{}?mode=rwc", dir.path().join("bench.db").display()), Some(dir))
+        }
+    }
+}
+
+/// Drops a PostgreSQL database [`database`] made (`base` is the server's URL it was made beside).
+pub async fn drop_database(base: &str, url: &str) {
+    let name = url::Url::parse(url).unwrap().path().trim_start_matches('/').to_string();
+    let admin = sea_orm::Database::connect(base).await.unwrap();
+    let _ = admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await;
 }

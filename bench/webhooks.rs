@@ -12,7 +12,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 #[path = "support.rs"]
-#[allow(dead_code)] // each bench uses part of it
 mod support;
 
 use std::{
@@ -34,8 +33,7 @@ use poem::{
     listener::{Acceptor, Listener, TcpListener},
     web::Data,
 };
-use sea_orm::ConnectionTrait;
-use support::{ms, percentile, serve};
+use support::{database, drop_database, ms, percentile, serve};
 
 type Lags = Arc<Mutex<Vec<Duration>>>;
 
@@ -55,23 +53,6 @@ async fn receiver() -> (String, Lags) {
     let app = Route::new().at("/hook", poem::post(receive)).data(lags.clone());
     tokio::spawn(poem::Server::new_with_acceptor(acceptor).run(app));
     (format!("http://{addr}/hook"), lags)
-}
-
-async fn database(url: Option<&str>) -> (String, Option<tempfile::TempDir>) {
-    match url {
-        Some(base) => {
-            let name = format!("gymapi_bench_{}", uuid::Uuid::now_v7().simple());
-            let admin = sea_orm::Database::connect(base).await.unwrap();
-            admin.execute_unprepared(&format!("CREATE DATABASE \"{name}\"")).await.unwrap();
-            let mut u = url::Url::parse(base).unwrap();
-            u.set_path(&format!("/{name}"));
-            (u.to_string(), None)
-        }
-        None => {
-            let dir = tempfile::tempdir().unwrap();
-            (format!("sqlite://{}?mode=rwc", dir.path().join("bench.db").display()), Some(dir))
-        }
-    }
 }
 
 async fn wait_for(lags: &Lags, n: usize) {
@@ -144,11 +125,9 @@ async fn run(label: &str, database_url: Option<&str>, redis: Option<&str>) {
     println!("| lag from commit to receipt, median (ms), {m} events | {} |", ms(percentile(&l, 0.5), 1));
     println!("| lag from commit to receipt, p99 (ms) | {} |", ms(percentile(&l, 0.99), 1));
 
-    if let Some(base_url) = database_url {
-        let name = url::Url::parse(&url).unwrap().path().trim_start_matches('/').to_string();
+    if let Some(base) = database_url {
         db.close().await.unwrap();
-        let admin = sea_orm::Database::connect(base_url).await.unwrap();
-        let _ = admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await;
+        drop_database(base, &url).await;
     }
 }
 
