@@ -6,7 +6,7 @@
 //! after it, an index range that is empty or tiny.
 //!
 //! The rule for every writer of a counted table (see [`ALL`]): change the counters in the same
-//! transaction (`add`), or rebuild them after a bulk load (`recount`). The demo data test compares
+//! transaction (`add_many`), or rebuild them after a bulk load (`recount`). The demo data test compares
 //! every counted total with a real count.
 
 use chrono::{DateTime, Utc};
@@ -15,22 +15,8 @@ use uuid::Uuid;
 
 use crate::db::placeholders;
 
-/// Adds `delta` to a counter, creating it at `delta` if it does not exist.
-pub async fn add(db: &impl ConnectionTrait, gym_id: Uuid, name: &str, delta: i64) -> Result<(), DbErr> {
-    if delta == 0 {
-        return Ok(());
-    }
-    let backend = db.get_database_backend();
-    let sql = placeholders(
-        backend,
-        "INSERT INTO gym_counters (gym_id, name, value) VALUES (?, ?, ?) \
-         ON CONFLICT (gym_id, name) DO UPDATE SET value = gym_counters.value + excluded.value",
-    );
-    db.execute(Statement::from_sql_and_values(backend, sql, [gym_id.into(), name.into(), delta.into()])).await?;
-    Ok(())
-}
-
-/// Adds several deltas to counters of one gym in one statement (names must differ).
+/// Adds several deltas to counters of one gym in one statement (names must differ), creating the
+/// counters that do not exist.
 pub async fn add_many(db: &impl ConnectionTrait, gym_id: Uuid, deltas: &[(String, i64)]) -> Result<(), DbErr> {
     let deltas: Vec<&(String, i64)> = deltas.iter().filter(|(_, d)| *d != 0).collect();
     if deltas.is_empty() {

@@ -221,8 +221,8 @@ impl MembersApi for Handlers {
         .insert(&txn)
         .await
         .map_err(email_taken)?;
-        counters::add(&txn, gym_id, &counters::MEMBER_ROWS.name(None), 1).await?;
-        counters::add(&txn, gym_id, &counters::MEMBER_ROWS.name(Some(status)), 1).await?;
+        let deltas = [(counters::MEMBER_ROWS.name(None), 1), (counters::MEMBER_ROWS.name(Some(status)), 1)];
+        counters::add_many(&txn, gym_id, &deltas).await?;
         let member = record(model);
         let queued = webhooks::emit(&txn, gym_id, EventType::MemberCreated, event_data(&member)).await?;
         txn.commit().await.map_err(email_taken)?;
@@ -318,8 +318,9 @@ async fn update_once(h: &Handlers, ctx: &RequestContext, id: &str, b: MemberUpda
     m.updated_at = Set(now());
     let saved = m.update(&txn).await.map_err(email_taken)?;
     if saved.status != old_status {
-        counters::add(&txn, gym_id, &counters::MEMBER_ROWS.name(Some(&old_status)), -1).await?;
-        counters::add(&txn, gym_id, &counters::MEMBER_ROWS.name(Some(&saved.status)), 1).await?;
+        let deltas =
+            [(counters::MEMBER_ROWS.name(Some(&old_status)), -1), (counters::MEMBER_ROWS.name(Some(&saved.status)), 1)];
+        counters::add_many(&txn, gym_id, &deltas).await?;
     }
     let member = record(saved);
     let queued = webhooks::emit(&txn, gym_id, EventType::MemberUpdated, event_data(&member)).await?;
