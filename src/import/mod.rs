@@ -252,10 +252,14 @@ fn no_facility() -> ApiError {
     ApiError::invalid("rows", "This gym has no facility to place the imported records in.")
 }
 
+/// How often a batch runs at most when concurrent writers keep taking its unique values.
+const RUNS: usize = 4;
+
 /// Runs a batch: `validate` reads and checks (no writes) and returns what to write, or the 422;
 /// `write` writes it in one transaction and returns the rows it created. A unique violation
-/// outside `(gym_id, legacy_id)` (another request took an email meanwhile) runs the batch once
-/// more, so the retry's validation reports it as a 422.
+/// outside `(gym_id, legacy_id)` (a concurrent request wrote the same member, or took an email,
+/// meanwhile) runs the batch again: its validation then sees those rows, skipping the same member
+/// and reporting another member's email as a 422.
 async fn run<P, V, W, FV, FW>(
     db: &DatabaseConnection,
     entity: ImportEntity,
@@ -271,7 +275,7 @@ where
     FW: Future<Output = Result<usize, DbErr>>,
 {
     let received = count(received);
-    for attempt in 0..2 {
+    for attempt in 0..RUNS {
         let (plan, fresh) = validate().await?;
         if dry_run {
             return Ok(Tally { received, created: count(fresh) }.result(entity, true));
@@ -279,7 +283,7 @@ where
         let txn = db.begin().await?;
         match write(txn, plan).await {
             Ok(created) => return Ok(Tally { received, created: count(created) }.result(entity, false)),
-            Err(e) if attempt == 0 && is_unique_violation(&e) => continue,
+            Err(e) if attempt + 1 < RUNS && is_unique_violation(&e) => continue,
             Err(e) if is_unique_violation(&e) => {
                 return Err(ApiError::invalid(
                     "rows",
@@ -497,13 +501,13 @@ pub async fn members(
         let all_emails: Vec<String> = rows.iter().filter_map(|r| r.email.value().map(|e| e.0.to_lowercase())).collect();
         let (existing, taken, facility) = tokio::try_join!(
             member_refs(db, gym_id, rows.iter().map(|r| r.legacy_id.as_str()).collect()),
-            lookup::<member::Entity, String>(
+            lookup::<member::Entity, Option<String>>(
                 db,
                 Legacy {
                     gym: member::Column::GymId,
                     legacy: member::Column::EmailNormalized,
                     id: member::Column::Id,
-                    extra: member::Column::Status,
+                    extra: member::Column::LegacyId,
                     scope: None,
                 },
                 gym_id,
@@ -511,8 +515,19 @@ pub async fn members(
             ),
             accounts::first_facility(db, gym_id),
         )?;
-        let fresh: Vec<(usize, &ImportMemberRow)> =
-            rows.iter().enumerate().filter(|(_, r)| !existing.contains_key(&r.legacy_id)).collect();
+        // The reads ran apart, so a concurrent batch may show in one and not the other: a row whose
+        // email belongs to the member of its own legacy id was imported meanwhile, and is skipped.
+        let imported_meanwhile = |r: &ImportMemberRow| {
+            r.email
+                .value()
+                .and_then(|e| taken.get(&e.0.to_lowercase()))
+                .is_some_and(|(_, owner)| owner.as_deref() == Some(r.legacy_id.as_str()))
+        };
+        let fresh: Vec<(usize, &ImportMemberRow)> = rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| !existing.contains_key(&r.legacy_id) && !imported_meanwhile(r))
+            .collect();
         // Emails of the new rows: free in the gym, and once in the batch.
         let emails: Vec<(usize, String)> =
             fresh.iter().filter_map(|(i, r)| r.email.value().map(|e| (*i, e.0.to_lowercase()))).collect();
