@@ -402,14 +402,7 @@ pub async fn create_user(
     if !matches!(role, "owner" | "employee") {
         return Err(AccountError::Invalid("role must be owner or employee".into()));
     }
-    if password.chars().count() < 10 {
-        return Err(AccountError::Invalid("the password must have at least 10 characters".into()));
-    }
-    let salt = SaltString::generate(&mut OsRng);
-    let hash = Argon2::default()
-        .hash_password(password.as_bytes(), &salt)
-        .map_err(|e| AccountError::Invalid(format!("cannot hash the password: {e}")))?
-        .to_string();
+    let hash = hash_password(password)?;
     let at = now();
     let permissions: Vec<&str> = grants.iter().map(|p| p.as_str()).collect();
     let user = user::ActiveModel {
@@ -428,6 +421,27 @@ pub async fn create_user(
         if is_unique_violation(&e) { AccountError::Invalid("a user with this email exists".into()) } else { e.into() }
     })?;
     Ok(user)
+}
+
+/// An argon2 hash of a password of at least 10 characters.
+fn hash_password(password: &str) -> Result<String> {
+    if password.chars().count() < 10 {
+        return Err(AccountError::Invalid("the password must have at least 10 characters".into()));
+    }
+    let salt = SaltString::generate(&mut OsRng);
+    Ok(Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map_err(|e| AccountError::Invalid(format!("cannot hash the password: {e}")))?
+        .to_string())
+}
+
+/// Gives a user a new password.
+pub async fn set_password(db: &impl ConnectionTrait, user_id: Uuid, password: &str) -> Result<user::Model> {
+    let found = user::Entity::find_by_id(user_id).one(db).await?.ok_or(AccountError::NotFound("user"))?;
+    let mut m: user::ActiveModel = found.into();
+    m.password_hash = Set(hash_password(password)?);
+    m.updated_at = Set(now());
+    Ok(m.update(db).await?)
 }
 
 /// The user with this email and password, if both match. Hashing runs off the async threads, and

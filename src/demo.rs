@@ -5,7 +5,7 @@
 use chrono::{Duration, Utc};
 use entity::{
     api_key, attendance, facility, gym, member, member_membership, membership_plan, product, purchase,
-    subscription_plan,
+    subscription_plan, user,
 };
 use rand::{Rng, SeedableRng, rngs::StdRng, seq::SliceRandom};
 use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set, TransactionTrait};
@@ -21,25 +21,39 @@ use crate::{
 pub const DEMO_GYM_NAME: &str = "Demo Gym";
 const LIVE_KEY_NAME: &str = "Demo live key";
 const TEST_KEY_NAME: &str = "Demo test key";
+/// The owner of the demo gym in the settings area.
+pub const DEMO_OWNER_EMAIL: &str = "owner@demo-gym.example";
 
 pub struct DemoKeys {
     pub gym_id: Uuid,
     pub sandbox_id: Uuid,
     pub live_key: String,
     pub test_key: String,
+    /// The demo gym's owner in the settings area, with a fresh password.
+    pub owner_email: String,
+    pub owner_password: String,
 }
 
 impl DemoKeys {
     pub fn to_json(&self) -> serde_json::Value {
-        json!({ "gym_id": self.gym_id, "sandbox_id": self.sandbox_id, "live_key": self.live_key, "test_key": self.test_key })
+        json!({
+            "gym_id": self.gym_id,
+            "sandbox_id": self.sandbox_id,
+            "live_key": self.live_key,
+            "test_key": self.test_key,
+            "owner_email": self.owner_email,
+            "owner_password": self.owner_password,
+        })
     }
 
     pub fn banner(&self, base: &str) -> String {
         format!(
-            "Demo gym {gym} is ready.\n\n  live key (real data): {live}\n  test key (sandbox):   {test}\n\nTry:\n  curl -s -H 'Authorization: Bearer {live}' {base}/api/v1/members?per_page=2\n",
+            "Demo gym {gym} is ready.\n\n  live key (real data): {live}\n  test key (sandbox):   {test}\n\n  settings area: {base}/settings  (sign in as {email} / {password})\n\nTry:\n  curl -s -H 'Authorization: Bearer {live}' {base}/api/v1/members?per_page=2\n",
             gym = self.gym_id,
             live = self.live_key,
             test = self.test_key,
+            email = self.owner_email,
+            password = self.owner_password,
         )
     }
 }
@@ -74,7 +88,26 @@ pub async fn ensure(db: &DatabaseConnection) -> anyhow::Result<DemoKeys> {
     }
     let live = accounts::create_key(db, &Actor::Operator, gym.id, Environment::Live, LIVE_KEY_NAME).await?;
     let test = accounts::create_key(db, &Actor::Operator, gym.id, Environment::Test, TEST_KEY_NAME).await?;
-    Ok(DemoKeys { gym_id: gym.id, sandbox_id: sandbox.id, live_key: live.key, test_key: test.key })
+    // The owner of the settings area: created once, a fresh password on every run (like the keys).
+    let owner_password = crate::settings::session::token()[..20].to_string();
+    let owner = user::Entity::find().filter(user::Column::Email.eq(DEMO_OWNER_EMAIL)).one(db).await?;
+    match owner {
+        Some(u) if u.gym_id == gym.id => {
+            accounts::set_password(db, u.id, &owner_password).await?;
+        }
+        Some(_) => anyhow::bail!("{DEMO_OWNER_EMAIL} belongs to another gym"),
+        None => {
+            accounts::create_user(db, gym.id, DEMO_OWNER_EMAIL, "owner", &[], &owner_password).await?;
+        }
+    }
+    Ok(DemoKeys {
+        gym_id: gym.id,
+        sandbox_id: sandbox.id,
+        live_key: live.key,
+        test_key: test.key,
+        owner_email: DEMO_OWNER_EMAIL.to_string(),
+        owner_password,
+    })
 }
 
 const FIRST: &[&str] = &[

@@ -179,6 +179,13 @@ async fn demo_keys_work_against_the_demo_data() {
     let first = json_of(&gymapi(&app.database_url, &["demo", "--json"], None));
     let second = json_of(&gymapi(&app.database_url, &["demo", "--json"], None));
     assert_eq!(first["gym_id"], second["gym_id"], "the demo gym is created once");
+    // The owner signs in to the settings area with the newest password only.
+    let email = second["owner_email"].as_str().unwrap();
+    let newest = second["owner_password"].as_str().unwrap();
+    assert_ne!(first["owner_password"], second["owner_password"]);
+    assert!(gymapi::accounts::verify_user(&app.db, email, newest).await.unwrap().is_some());
+    let older = first["owner_password"].as_str().unwrap();
+    assert!(gymapi::accounts::verify_user(&app.db, email, older).await.unwrap().is_none());
     let live = second["live_key"].as_str().unwrap();
     let test = second["test_key"].as_str().unwrap();
     for path in [
