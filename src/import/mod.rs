@@ -17,8 +17,8 @@ use entity::{
     attendance, import_counter, member, member_membership, membership_plan, product, purchase, subscription_plan,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, IntoActiveModel,
-    QueryFilter, QuerySelect, Set, Statement, TransactionTrait, sea_query::OnConflict,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, QueryFilter,
+    QuerySelect, Set, Statement, TransactionTrait, sea_query::OnConflict,
 };
 use uuid::Uuid;
 
@@ -95,7 +95,7 @@ struct Legacy<C> {
 
 /// `key -> (id, extra)` of the gym's rows of one table among `keys`, in one query.
 ///
-/// On PostgreSQL each key is a probe of the unique index (`CROSS JOIN LATERAL` over the keys), so the
+/// On PostgreSQL each key is a probe of the unique index (`VALUES ... CROSS JOIN LATERAL`), so the
 /// cost follows the batch, never the gym: a plain `IN (...)` is planned from statistics, and
 /// during a first import they say the table is empty, which turns it into a scan of the gym.
 async fn lookup<E, X>(
@@ -124,14 +124,15 @@ where
             }
             None => String::new(),
         };
-        // The keys are one JSON parameter: no statement with hundreds of placeholders to bind and plan.
-        let list = format!("${}", values.len() + 1);
-        values.push(serde_json::Value::from(keys.into_iter().collect::<Vec<&str>>()).into());
+        let first = values.len() + 1;
+        let rows: Vec<String> = (first..first + keys.len()).map(|n| format!("(${n})")).collect();
+        values.extend(keys.into_iter().map(|k| sea_orm::Value::from(k.to_string())));
         let (id, key, extra, gym) = (id.as_str(), legacy.as_str(), extra.as_str(), gym.as_str());
         let sql = format!(
-            "SELECT t.a, t.b, t.c FROM jsonb_array_elements_text({list}) AS k(v) \
+            "SELECT t.a, t.b, t.c FROM (VALUES {}) AS k(v) \
              CROSS JOIN LATERAL (SELECT \"{id}\" AS a, \"{key}\" AS b, \"{extra}\" AS c FROM \"{table}\" \
-             WHERE \"{gym}\" = $1{scope_sql} AND \"{key}\" = k.v) AS t"
+             WHERE \"{gym}\" = $1{scope_sql} AND \"{key}\" = k.v) AS t",
+            rows.join(", ")
         );
         let found = db.query_all(Statement::from_sql_and_values(backend, sql, values)).await?;
         let mut out = HashMap::with_capacity(found.len());
@@ -546,81 +547,44 @@ pub async fn members(
             None => return Err(no_facility()),
         };
         let at = now();
-        let models: Vec<member::Model> = fresh
+        let models: Vec<member::ActiveModel> = fresh
             .iter()
             .map(|(_, r)| {
                 let email = r.email.value().map(|e| e.0.clone());
-                member::Model {
-                    id: new_id(),
-                    gym_id,
-                    facility_id,
-                    search_text: search_text(&r.first_name, &r.last_name, email.as_deref()),
-                    first_name: r.first_name.clone(),
-                    last_name: r.last_name.clone(),
-                    email_normalized: email.as_ref().map(|e| e.to_lowercase()),
-                    email,
-                    phone: r.phone.value().cloned(),
-                    gender: r.gender.value().cloned(),
-                    date_of_birth: r.date_of_birth.value().map(|d| d.0),
-                    city: r.city.value().cloned(),
-                    country: r.country.value().cloned(),
-                    status: status_of(r.status, crate::api::generated::MemberStatus::Active).as_str().to_string(),
-                    legacy_id: Some(r.legacy_id.clone()),
-                    visits_count: 0,
-                    last_visit_at: None,
-                    created_at: at,
-                    updated_at: at,
+                member::ActiveModel {
+                    id: Set(new_id()),
+                    gym_id: Set(gym_id),
+                    facility_id: Set(facility_id),
+                    search_text: Set(search_text(&r.first_name, &r.last_name, email.as_deref())),
+                    first_name: Set(r.first_name.clone()),
+                    last_name: Set(r.last_name.clone()),
+                    email_normalized: Set(email.as_ref().map(|e| e.to_lowercase())),
+                    email: Set(email),
+                    phone: Set(r.phone.value().cloned()),
+                    gender: Set(r.gender.value().cloned()),
+                    date_of_birth: Set(r.date_of_birth.value().map(|d| d.0)),
+                    city: Set(r.city.value().cloned()),
+                    country: Set(r.country.value().cloned()),
+                    status: Set(status_of(r.status, crate::api::generated::MemberStatus::Active).as_str().to_string()),
+                    legacy_id: Set(Some(r.legacy_id.clone())),
+                    visits_count: Set(0),
+                    last_visit_at: Set(None),
+                    created_at: Set(at),
+                    updated_at: Set(at),
                 }
             })
             .collect();
         let fresh = models.len();
         Ok(((models, at), fresh))
     };
-    let write = |txn: sea_orm::DatabaseTransaction, (models, at): (Vec<member::Model>, DateTime<Utc>)| async move {
-        let created = insert_members(&txn, models).await?;
+    let write = |txn: sea_orm::DatabaseTransaction, (models, at): (Vec<member::ActiveModel>, DateTime<Utc>)| async move {
+        let created =
+            insert_new(&txn, models, [member::Column::GymId, member::Column::LegacyId], [member::Column::Status])
+                .await?;
         add_counts(&txn, gym_id, counters::MEMBER_ROWS, &returned::<String>(&created, "status")?).await?;
         finish(txn, gym_id, ImportEntity::Members, received, created.len(), at).await
     };
     run(db, ImportEntity::Members, received, dry_run, validate, write).await
-}
-
-/// Inserts new members (see [`insert_new`]); returns their `status`. On PostgreSQL the whole batch
-/// is one JSON parameter read with `jsonb_to_recordset`, which binds and plans far faster than
-/// a `VALUES` list of 19 parameters per row.
-async fn insert_members(
-    db: &impl ConnectionTrait,
-    models: Vec<member::Model>,
-) -> Result<Vec<sea_orm::QueryResult>, DbErr> {
-    if db.get_database_backend() != DbBackend::Postgres || models.is_empty() {
-        let models: Vec<member::ActiveModel> = models.into_iter().map(IntoActiveModel::into_active_model).collect();
-        return insert_new(db, models, [member::Column::GymId, member::Column::LegacyId], [member::Column::Status])
-            .await;
-    }
-    let rows: Vec<serde_json::Value> = models
-        .iter()
-        .map(|m| {
-            serde_json::json!({
-                "id": m.id, "gym_id": m.gym_id, "facility_id": m.facility_id,
-                "first_name": m.first_name, "last_name": m.last_name,
-                "email": m.email, "email_normalized": m.email_normalized,
-                "phone": m.phone, "gender": m.gender, "date_of_birth": m.date_of_birth,
-                "city": m.city, "country": m.country, "status": m.status, "legacy_id": m.legacy_id,
-                "visits_count": m.visits_count, "last_visit_at": m.last_visit_at,
-                "created_at": m.created_at, "updated_at": m.updated_at, "search_text": m.search_text,
-            })
-        })
-        .collect();
-    const COLUMNS: &str = "id, gym_id, facility_id, first_name, last_name, email, email_normalized, phone, gender, \
-        date_of_birth, city, country, status, legacy_id, visits_count, last_visit_at, created_at, updated_at, search_text";
-    let sql = format!(
-        "INSERT INTO members ({COLUMNS}) SELECT {COLUMNS} FROM jsonb_to_recordset($1) AS r(id uuid, gym_id uuid, \
-         facility_id uuid, first_name text, last_name text, email text, email_normalized text, phone text, gender text, \
-         date_of_birth date, city text, country text, status text, legacy_id text, visits_count bigint, \
-         last_visit_at timestamptz, created_at timestamptz, updated_at timestamptz, search_text text) \
-         ON CONFLICT (gym_id, legacy_id) DO NOTHING RETURNING status"
-    );
-    let stmt = Statement::from_sql_and_values(DbBackend::Postgres, sql, [serde_json::Value::from(rows).into()]);
-    db.query_all(stmt).await
 }
 
 // --- memberships ---------------------------------------------------------------------------------
