@@ -57,7 +57,20 @@ pub fn routes(state: AppState) -> impl Endpoint {
         .at("/integrations/webhooks/deliveries/:id/redeliver", post(redeliver))
         .data(state)
         .around(|ep, req| async move {
-            let mut resp = ep.call(req).await?.into_response();
+            // The framework's own refusals (no such page, a form that does not parse) as pages too.
+            let mut resp = match ep.call(req).await {
+                Ok(r) => r.into_response(),
+                Err(e) => {
+                    let status = e.status();
+                    let message = match status {
+                        StatusCode::NOT_FOUND => "There is no such page.",
+                        StatusCode::METHOD_NOT_ALLOWED => "This page cannot be used that way.",
+                        s if s.is_client_error() => "The form could not be read. Reload the page and try again.",
+                        _ => "Something went wrong on our side. Try again in a moment.",
+                    };
+                    error_page(status, message)
+                }
+            };
             let h = resp.headers_mut();
             for (name, value) in [
                 (

@@ -223,6 +223,9 @@ async fn sign_in_is_checked_throttled_and_ends_with_sign_out() {
     user(&app, &gym, "owner@doors.example", "owner", &[]).await;
     let b = Browser::new(&app);
     assert_eq!(b.get("/settings/integrations/api").await.location.as_deref(), Some("/settings/sign-in"));
+    let missing = b.get("/settings/nowhere").await;
+    assert_eq!(missing.status, 404);
+    assert!(missing.body.contains("There is no such page."), "an HTML page, not the API's JSON: {}", missing.body);
     let wrong = b.sign_in("owner@doors.example", "not the password").await;
     assert_eq!(wrong.status, 401);
     assert!(wrong.body.contains("The email or the password is wrong."));
