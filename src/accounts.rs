@@ -79,6 +79,14 @@ impl Actor {
             Self::User(_) => Err(AccountError::PermissionDenied(permission.as_str())),
         }
     }
+
+    /// Viewing a gym's settings: every user of the gym may (acting needs [`Actor::require`]).
+    pub fn require_view(&self, gym_id: Uuid) -> Result<()> {
+        match self {
+            Self::User(u) if u.gym_id != gym_id => Err(AccountError::NotFound("gym")),
+            _ => Ok(()),
+        }
+    }
 }
 
 pub fn user_has(u: &user::Model, permission: Permission) -> bool {
@@ -228,6 +236,13 @@ pub async fn provision_sandbox(db: &DatabaseConnection, actor: &Actor, gym_id: U
     Ok(sandbox)
 }
 
+/// A gym and, if it has one, its sandbox: the gyms whose endpoints and deliveries its settings show.
+pub async fn with_sandbox(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<Vec<Uuid>> {
+    let mut gyms = vec![gym_id];
+    gyms.extend(sandbox_of(db, gym_id).await?.map(|s| s.id));
+    Ok(gyms)
+}
+
 pub fn is_unique_violation(err: &sea_orm::DbErr) -> bool {
     matches!(err.sql_err(), Some(sea_orm::SqlErr::UniqueConstraintViolation(_)))
 }
@@ -324,7 +339,7 @@ impl KeyStatus {
 }
 
 pub async fn list_keys(db: &impl ConnectionTrait, actor: &Actor, gym_id: Uuid) -> Result<Vec<api_key::Model>> {
-    actor.require(Permission::SettingsManage, gym_id)?;
+    actor.require_view(gym_id)?;
     production_gym(db, gym_id).await?;
     Ok(api_key::Entity::find()
         .filter(api_key::Column::GymId.eq(gym_id))

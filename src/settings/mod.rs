@@ -288,7 +288,7 @@ fn js() -> Response {
 
 /// Renders the API integration page, with an optional message and a key shown once.
 async fn render_api(state: &AppState, s: &Signed, flash: Option<Flash>, status: StatusCode) -> Response {
-    let keys = match accounts::list_keys(&state.db, &Actor::Operator, s.gym.id).await {
+    let keys = match accounts::list_keys(&state.db, &s.actor(), s.gym.id).await {
         Ok(k) => k,
         Err(e) => return refused(e),
     };
@@ -473,8 +473,7 @@ async fn provision_sandbox(req: &Request, state: Data<&AppState>, Form(f): Form<
 
 async fn render_webhooks(state: &AppState, s: &Signed, secret: Option<NewSecret>, status: StatusCode) -> Response {
     let actor = s.actor();
-    let listing = if s.can_manage() { &actor } else { &Actor::Operator };
-    let endpoints: Vec<webhook_endpoint::Model> = match webhooks::list_endpoints(&state.db, listing, s.gym.id).await {
+    let endpoints: Vec<webhook_endpoint::Model> = match webhooks::list_endpoints(&state.db, &actor, s.gym.id).await {
         Ok(e) => e,
         Err(e) => return refused(e),
     };
@@ -603,11 +602,10 @@ async fn redeliver(req: &Request, state: Data<&AppState>, Path(id): Path<Uuid>, 
     if !s.can_manage() {
         return refused(AccountError::PermissionDenied(Permission::SettingsManage.as_str()));
     }
-    let mut gyms = vec![s.gym.id];
-    match accounts::sandbox_of(&state.db, s.gym.id).await {
-        Ok(sb) => gyms.extend(sb.map(|g| g.id)),
+    let gyms = match accounts::with_sandbox(&state.db, s.gym.id).await {
+        Ok(g) => g,
         Err(e) => return refused(e),
-    }
+    };
     for gym in gyms {
         match webhooks::redeliver(&state.db, gym, id).await {
             Ok(Some(_)) => {

@@ -316,9 +316,8 @@ pub async fn list_endpoints(
     actor: &Actor,
     gym_id: Uuid,
 ) -> accounts::Result<Vec<webhook_endpoint::Model>> {
-    actor.require(Permission::SettingsManage, gym_id)?;
-    let mut gyms = vec![gym_id];
-    gyms.extend(accounts::sandbox_of(db, gym_id).await?.map(|s| s.id));
+    actor.require_view(gym_id)?;
+    let gyms = accounts::with_sandbox(db, gym_id).await?;
     Ok(webhook_endpoint::Entity::find()
         .filter(webhook_endpoint::Column::GymId.is_in(gyms))
         .order_by_asc(webhook_endpoint::Column::CreatedAt)
@@ -433,13 +432,8 @@ pub async fn recent_deliveries(
     limit: u64,
 ) -> accounts::Result<Vec<webhook_delivery::Model>> {
     use sea_orm::QuerySelect;
-    actor.require(Permission::SettingsManage, gym_id).or_else(|e| match e {
-        // Viewing is open to every user of the gym; acting needs the permission.
-        AccountError::PermissionDenied(_) => Ok(()),
-        other => Err(other),
-    })?;
-    let mut gyms = vec![gym_id];
-    gyms.extend(accounts::sandbox_of(db, gym_id).await?.map(|s| s.id));
+    actor.require_view(gym_id)?;
+    let gyms = accounts::with_sandbox(db, gym_id).await?;
     Ok(webhook_delivery::Entity::find()
         .filter(webhook_delivery::Column::GymId.is_in(gyms))
         .order_by_desc(webhook_delivery::Column::CreatedAt)
@@ -460,8 +454,7 @@ pub async fn daily_outcomes(
     let today = Utc::now().date_naive();
     let first = today - Duration::days(days - 1);
     let since = first.and_hms_opt(0, 0, 0).map(|t| t.and_utc()).unwrap_or_else(Utc::now);
-    let mut gyms = vec![gym_id];
-    gyms.extend(accounts::sandbox_of(db, gym_id).await?.map(|s| s.id));
+    let gyms = accounts::with_sandbox(db, gym_id).await?;
     let rows: Vec<(DateTime<Utc>, String)> = webhook_delivery::Entity::find()
         .select_only()
         .column(webhook_delivery::Column::CreatedAt)
