@@ -23,7 +23,7 @@ use gymapi::{
     app::AppState,
     config::Config,
     context::Environment,
-    limits::{Decision, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse},
+    limits::{Admission, Decision, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse},
 };
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
 use support::{database, ms, percentile, serve, throughput};
@@ -35,6 +35,20 @@ struct NoStore;
 impl Store for NoStore {
     async fn hit(&self, _: &str, policy: RatePolicy) -> Result<Decision, StoreError> {
         Ok(Decision { allowed: true, limit: policy.limit, remaining: policy.limit, retry_after_secs: 0 })
+    }
+    async fn admit(&self, _: &str, _: RatePolicy) -> Result<Admission, StoreError> {
+        Ok(Admission::Unknown)
+    }
+    async fn admit_resolved(
+        &self,
+        _: &str,
+        _: Option<(&str, Duration)>,
+        policy: RatePolicy,
+    ) -> Result<Decision, StoreError> {
+        Ok(Decision::fail_open(policy))
+    }
+    async fn forget_grants(&self, _: &[String]) -> Result<(), StoreError> {
+        Ok(())
     }
     async fn idempotency_begin(&self, _: &str, _: &str) -> Result<IdempotencyState, StoreError> {
         Ok(IdempotencyState::Started)

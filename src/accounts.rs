@@ -8,12 +8,12 @@ use argon2::{
 use chrono::{DateTime, Utc};
 use entity::{api_key, facility, gym, user};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set,
-    TransactionTrait,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set, TransactionTrait,
 };
 use uuid::Uuid;
 
-use crate::{auth, context::Environment};
+use crate::{auth, context::Environment, limits::Store};
 
 /// The message of SPEC.md for a test key without a sandbox.
 pub const SANDBOX_REQUIRED: &str = "Provision a sandbox first to create a test key.";
@@ -183,7 +183,8 @@ pub struct GymUpdate {
     pub timezone: Option<String>,
 }
 
-pub async fn update_gym(db: &impl ConnectionTrait, id: Uuid, update: GymUpdate) -> Result<gym::Model> {
+/// Changes a gym; its keys' cached grants are dropped, so the change holds from the next request.
+pub async fn update_gym(db: &DatabaseConnection, store: &dyn Store, id: Uuid, update: GymUpdate) -> Result<gym::Model> {
     let gym = production_gym(db, id).await?;
     let mut m: gym::ActiveModel = gym.into();
     if let Some(v) = update.api_access {
@@ -206,7 +207,17 @@ pub async fn update_gym(db: &impl ConnectionTrait, id: Uuid, update: GymUpdate) 
         m.timezone = Set(tz);
     }
     m.updated_at = Set(now());
-    Ok(m.update(db).await?)
+    let gym = m.update(db).await?;
+    let keys: Vec<String> = api_key::Entity::find()
+        .select_only()
+        .column(api_key::Column::Fingerprint)
+        .filter(api_key::Column::GymId.eq(id))
+        .filter(api_key::Column::RevokedAt.is_null())
+        .into_tuple()
+        .all(db)
+        .await?;
+    auth::forget(store, &keys).await;
+    Ok(gym)
 }
 
 /// The sandbox of a gym, if it has one.
@@ -362,6 +373,7 @@ pub struct Rolled {
 
 pub async fn roll_key(
     db: &DatabaseConnection,
+    store: &dyn Store,
     actor: &Actor,
     key_id: Uuid,
     grace: std::time::Duration,
@@ -384,20 +396,29 @@ pub async fn roll_key(
     m.replaced_by_id = Set(Some(new.model.id));
     let retiring = m.update(&txn).await?;
     txn.commit().await?;
+    auth::forget(store, std::slice::from_ref(&retiring.fingerprint)).await;
     Ok(Rolled { new, retiring })
 }
 
-/// Revokes a key: it stops working on the next request, on every instance (keys are checked against
-/// the database on every request).
-pub async fn revoke_key(db: &DatabaseConnection, actor: &Actor, key_id: Uuid) -> Result<api_key::Model> {
+/// Revokes a key: it stops working on the next request, on every instance (its cached grant is
+/// dropped once the revoke has committed).
+pub async fn revoke_key(
+    db: &DatabaseConnection,
+    store: &dyn Store,
+    actor: &Actor,
+    key_id: Uuid,
+) -> Result<api_key::Model> {
     let key = find_key(db, key_id).await?;
     actor.require(Permission::SettingsManage, key.gym_id)?;
-    if key.revoked_at.is_some() {
-        return Ok(key);
-    }
-    let mut m: api_key::ActiveModel = key.into();
-    m.revoked_at = Set(Some(now()));
-    Ok(m.update(db).await?)
+    let key = if key.revoked_at.is_some() {
+        key
+    } else {
+        let mut m: api_key::ActiveModel = key.into();
+        m.revoked_at = Set(Some(now()));
+        m.update(db).await?
+    };
+    auth::forget(store, std::slice::from_ref(&key.fingerprint)).await;
+    Ok(key)
 }
 
 /// Creates a gym user. Owners have every permission; employees only those granted.

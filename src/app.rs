@@ -22,7 +22,7 @@ use crate::{
     context::RequestContext,
     contract::{self, Contract, MAX_BODY_BYTES, RouteMatch},
     errors::{ApiError, json_response, to_json_error},
-    limits::{Decision, IdempotencyState, MemoryStore, RatePolicy, RedisStore, Store, StoredResponse},
+    limits::{IdempotencyState, RatePolicy, Store, StoredResponse},
 };
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
@@ -45,14 +45,10 @@ pub struct AppState {
 impl AppState {
     /// Connects the store the configuration names (Redis must answer at start-up).
     pub async fn new(db: DatabaseConnection, config: Config) -> anyhow::Result<Self> {
-        let store: Arc<dyn Store> = match &config.redis_url {
-            Some(url) => Arc::new(
-                RedisStore::connect(url, &config.redis_prefix, config.redis_timeout)
-                    .await
-                    .map_err(|e| anyhow::anyhow!("cannot connect to Redis ({}): {e}", crate::db::redact(url)))?,
-            ),
-            None => Arc::new(MemoryStore::default()),
-        };
+        let store = crate::limits::connect(&config).await.map_err(|e| match &config.redis_url {
+            Some(url) => anyhow::anyhow!("cannot connect to Redis ({}): {e}", crate::db::redact(url)),
+            None => anyhow::anyhow!("{e}"),
+        })?;
         Ok(Self {
             db,
             config: Arc::new(config),
@@ -140,22 +136,14 @@ async fn edge<E: Endpoint>(next: Arc<E>, req: Request) -> poem::Result<Response>
 /// pass every check reach the generated routes, with their `RequestContext`.
 async fn gate<E: Endpoint>(next: Arc<E>, req: Request, state: AppState) -> poem::Result<Response> {
     let key = auth::key_from_headers(req.headers());
-    let tenant = match auth::authenticate(&state.db, key.as_deref(), crate::accounts::now()).await {
-        Ok(t) => t,
+    let policy = RatePolicy::per_minute(state.config.rate_limit_per_minute);
+    let now = crate::accounts::now();
+    let (tenant, decision) = match auth::admit(&state.db, &*state.store, key.as_deref(), policy, now).await {
+        Ok(admitted) => admitted,
         Err(e) => return Ok(e.as_response()),
     };
     state.last_used.touch(&state.db, tenant.key_id);
     state.usage.record(tenant.owner_gym_id, tenant.key_id);
-
-    let policy = RatePolicy::per_minute(state.config.rate_limit_per_minute);
-    let decision = match state.store.hit(&tenant.key_id.to_string(), policy).await {
-        Ok(d) => d,
-        Err(e) => {
-            // Fail open: an unreachable limiter must not take the API down with it.
-            tracing::warn!(error = %e, store = state.store.name(), "rate limiter unavailable; request allowed");
-            Decision { allowed: true, limit: policy.limit, remaining: policy.limit, retry_after_secs: 0 }
-        }
-    };
     let mut response = if decision.allowed {
         route(next, req, &state, tenant).await
     } else {

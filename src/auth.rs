@@ -1,5 +1,5 @@
-//! API keys on the wire: their shape, their fingerprint, and the one query that turns a key into the
-//! tenant a request acts on.
+//! API keys on the wire: their shape, their fingerprint, and how a key becomes the tenant a request
+//! acts on: from the key cache, or in one query.
 
 use chrono::{DateTime, Utc};
 use rand::{Rng, distributions::Alphanumeric, rngs::OsRng};
@@ -10,6 +10,7 @@ use uuid::Uuid;
 use crate::{
     context::{Environment, Tenant},
     errors::{ApiError, NO_API_ACCESS_MESSAGE},
+    limits::{Admission, Decision, RatePolicy, Store},
 };
 
 pub const LIVE_PREFIX: &str = "svc_live_";
@@ -93,10 +94,81 @@ pub fn subscription_blocks(status: &str, grace_ends_at: Option<DateTime<Utc>>, n
     }
 }
 
+/// How long a resolved key may be answered from the key cache (Redis) at most. Revoking or rolling
+/// a key, and changing its gym, drop the key's grant at once (`forget`); this bounds only what a
+/// change made behind gymapi's back (SQL by hand), or one made while Redis could not be reached,
+/// leaves cached.
+pub const GRANT_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A resolved key as the key cache keeps it: the tenant, and until when that answer holds (the
+/// key's retirement or the end of a grace period, whichever comes first).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Grant {
+    tenant: Tenant,
+    valid_until: Option<DateTime<Utc>>,
+}
+
+/// The gate's first checks, in the order of DESIGN.md §5: the key (401), the subscription (402),
+/// the plan (403), then the rate limit (the `Decision`). A key in the key cache costs one store
+/// round trip and no database query; otherwise the key is resolved in one query and cached, its
+/// request counted in the same store round trip. A store that cannot be reached fails open: keys
+/// come from the database and requests are allowed.
+pub async fn admit(
+    db: &DatabaseConnection,
+    store: &dyn Store,
+    key: Option<&str>,
+    policy: RatePolicy,
+    now: DateTime<Utc>,
+) -> Result<(Tenant, Decision), ApiError> {
+    let key = key.ok_or(ApiError::Unauthorized)?;
+    parse_key(key).ok_or(ApiError::Unauthorized)?;
+    let fp = fingerprint(key);
+    let counted = match store.admit(&fp, policy).await {
+        Ok(Admission::Granted { grant, decision }) => match serde_json::from_str::<Grant>(&grant) {
+            Ok(g) if g.valid_until.is_none_or(|t| t > now) => return Ok((g.tenant, decision)),
+            // Past its time on this instance's clock, or unreadable: resolve it again.
+            _ => Some(decision),
+        },
+        Ok(Admission::Unknown) => None,
+        Err(e) => {
+            tracing::warn!(error = %e, store = store.name(), "key cache and limiter unavailable; request allowed");
+            Some(Decision::fail_open(policy))
+        }
+    };
+    let grant = resolve(db, key, now).await?;
+    if let Some(decision) = counted {
+        return Ok((grant.tenant, decision));
+    }
+    let ttl = match grant.valid_until {
+        Some(t) => (t - now).to_std().unwrap_or_default().min(GRANT_TTL),
+        None => GRANT_TTL,
+    };
+    let cached = serde_json::to_string(&grant).ok().filter(|_| ttl >= std::time::Duration::from_millis(1));
+    let decision = match store.admit_resolved(&fp, cached.as_deref().map(|g| (g, ttl)), policy).await {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::warn!(error = %e, store = store.name(), "rate limiter unavailable; request allowed");
+            Decision::fail_open(policy)
+        }
+    };
+    Ok((grant.tenant, decision))
+}
+
+/// Drops the cached grants of these keys (by fingerprint). The database change is already committed
+/// when this runs; if the store cannot be reached, the grants expire within `GRANT_TTL`.
+pub async fn forget(store: &dyn Store, fingerprints: &[String]) {
+    if let Err(e) = store.forget_grants(fingerprints).await {
+        tracing::warn!(
+            error = %e,
+            "the key cache could not be cleared; the change takes effect within {} s",
+            GRANT_TTL.as_secs()
+        );
+    }
+}
+
 /// Resolves a key to its tenant in one indexed query (the key, its gym and the gym's sandbox), then
 /// applies the checks of DESIGN.md §5 in order: 401, 402, 403.
-pub async fn authenticate(db: &DatabaseConnection, key: Option<&str>, now: DateTime<Utc>) -> Result<Tenant, ApiError> {
-    let key = key.ok_or(ApiError::Unauthorized)?;
+async fn resolve(db: &DatabaseConnection, key: &str, now: DateTime<Utc>) -> Result<Grant, ApiError> {
     let env = parse_key(key).ok_or(ApiError::Unauthorized)?;
     let backend = db.get_database_backend();
     let sql = crate::db::placeholders(
@@ -131,7 +203,13 @@ pub async fn authenticate(db: &DatabaseConnection, key: Option<&str>, now: DateT
     if !row.api_access {
         return Err(ApiError::Forbidden(NO_API_ACCESS_MESSAGE.into()));
     }
-    Ok(Tenant { gym_id, owner_gym_id: row.gym_id, key_id: row.key_id, environment: env, timezone })
+    // The answer holds until the key retires or a grace period ends, whichever is first.
+    let grace_end = if row.subscription_status == "active" { None } else { row.grace_ends_at };
+    let valid_until = [row.expires_at, grace_end].into_iter().flatten().min();
+    Ok(Grant {
+        tenant: Tenant { gym_id, owner_gym_id: row.gym_id, key_id: row.key_id, environment: env, timezone },
+        valid_until,
+    })
 }
 
 /// Records that a key was used, at most once a minute per key: an in-process gate first, then a

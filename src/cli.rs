@@ -336,6 +336,19 @@ async fn open(config: &Config) -> Result<DatabaseConnection, Failure> {
     Ok(db)
 }
 
+/// The store whose key cache a change to keys or gyms must clear: the server's Redis when
+/// `REDIS_URL` is set. If it cannot be reached the change is still made, with a warning: cached
+/// grants expire within `auth::GRANT_TTL`, and servers skip the cache while Redis is down.
+async fn key_cache(config: &Config) -> std::sync::Arc<dyn crate::limits::Store> {
+    match crate::limits::connect(config).await {
+        Ok(store) => store,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot reach Redis to clear cached keys; the change takes effect within {} s", crate::auth::GRANT_TTL.as_secs());
+            std::sync::Arc::new(crate::limits::MemoryStore::default())
+        }
+    }
+}
+
 fn print(json_out: bool, value: serde_json::Value, human: impl FnOnce() -> String) {
     if json_out {
         println!("{value}");
@@ -486,11 +499,11 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
                 config.bind = b;
             }
             let db = open(&config).await?;
-            if demo {
-                let keys = demo::ensure(&db).await?;
-                println!("{}", keys.banner(&format!("http://{}", config.bind)));
-            }
             let state = AppState::new(db, config).await?;
+            if demo {
+                let keys = demo::ensure(&state.db, &*state.store).await?;
+                println!("{}", keys.banner(&format!("http://{}", state.config.bind)));
+            }
             state.start_background()?;
             crate::server::serve(state).await?;
             Ok(())
@@ -505,7 +518,7 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
         }
         Command::Demo { json } => {
             let db = open(&config).await?;
-            let keys = demo::ensure(&db).await?;
+            let keys = demo::ensure(&db, &*key_cache(&config).await).await?;
             print(json, keys.to_json(), || keys.banner(&format!("http://{}", config.bind)));
             Ok(())
         }
@@ -542,7 +555,7 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
                 grace_ends_at: grace,
                 timezone: a.timezone,
             };
-            let gym = accounts::update_gym(&db, a.id, update).await?;
+            let gym = accounts::update_gym(&db, &*key_cache(&config).await, a.id, update).await?;
             print(
                 a.json,
                 json!({
@@ -617,7 +630,9 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
         }
         Command::Key(KeyCommand::Roll { key_id, json }) => {
             let db = open(&config).await?;
-            let r = accounts::roll_key(&db, &Actor::Operator, key_id, config.key_roll_grace).await?;
+            let r =
+                accounts::roll_key(&db, &*key_cache(&config).await, &Actor::Operator, key_id, config.key_roll_grace)
+                    .await?;
             print(
                 json,
                 json!({ "id": r.new.model.id, "key": r.new.key, "retiring_id": r.retiring.id, "expires_at": opt_time(r.retiring.expires_at) }),
@@ -635,7 +650,7 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
         }
         Command::Key(KeyCommand::Revoke { key_id, json }) => {
             let db = open(&config).await?;
-            let k = accounts::revoke_key(&db, &Actor::Operator, key_id).await?;
+            let k = accounts::revoke_key(&db, &*key_cache(&config).await, &Actor::Operator, key_id).await?;
             print(json, json!({ "id": k.id, "revoked_at": opt_time(k.revoked_at) }), || {
                 format!("revoked key {}", k.id)
             });

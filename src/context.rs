@@ -3,7 +3,8 @@
 use uuid::Uuid;
 
 /// Which data a key acts on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Environment {
     Live,
     Test,
@@ -28,7 +29,7 @@ impl Environment {
 
 /// The gym a request acts on, resolved from its API key. Handlers receive it from the middleware and
 /// never from the request itself, so no query can forget the tenant.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Tenant {
     /// The gym whose data the request reads and writes: the production gym for a live key, its
     /// sandbox for a test key.

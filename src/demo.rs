@@ -59,7 +59,7 @@ impl DemoKeys {
 }
 
 /// The demo gym (created with data on first use), its sandbox, and a fresh pair of keys.
-pub async fn ensure(db: &DatabaseConnection) -> anyhow::Result<DemoKeys> {
+pub async fn ensure(db: &DatabaseConnection, store: &dyn crate::limits::Store) -> anyhow::Result<DemoKeys> {
     let existing = gym::Entity::find()
         .filter(gym::Column::Name.eq(DEMO_GYM_NAME))
         .filter(gym::Column::ParentGymId.is_null())
@@ -84,7 +84,7 @@ pub async fn ensure(db: &DatabaseConnection) -> anyhow::Result<DemoKeys> {
         .all(db)
         .await?;
     for k in old {
-        accounts::revoke_key(db, &Actor::Operator, k.id).await?;
+        accounts::revoke_key(db, store, &Actor::Operator, k.id).await?;
     }
     let live = accounts::create_key(db, &Actor::Operator, gym.id, Environment::Live, LIVE_KEY_NAME).await?;
     let test = accounts::create_key(db, &Actor::Operator, gym.id, Environment::Test, TEST_KEY_NAME).await?;

@@ -9,8 +9,8 @@ use std::{
 use std::time::Duration;
 
 use super::{
-    Decision, IDEMPOTENCY_LOCK, IdempotencyRecord, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse,
-    retry_after_secs,
+    Admission, Decision, IDEMPOTENCY_LOCK, IdempotencyRecord, IdempotencyState, RatePolicy, Store, StoreError,
+    StoredResponse, retry_after_secs,
 };
 
 /// Sliding logs in a sharded map (each bucket keeps the instants of its counted requests), and
@@ -41,6 +41,25 @@ impl MemoryStore {
 
 #[async_trait::async_trait]
 impl Store for MemoryStore {
+    /// Keeps no key cache: the embedded default's database is a local file, and the operators' CLI,
+    /// another process, revokes keys in it, which a cache in this process would not hear of.
+    async fn admit(&self, _fingerprint: &str, _policy: RatePolicy) -> Result<Admission, StoreError> {
+        Ok(Admission::Unknown)
+    }
+
+    async fn admit_resolved(
+        &self,
+        fingerprint: &str,
+        _grant: Option<(&str, Duration)>,
+        policy: RatePolicy,
+    ) -> Result<Decision, StoreError> {
+        self.hit(fingerprint, policy).await
+    }
+
+    async fn forget_grants(&self, _fingerprints: &[String]) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     async fn hit(&self, bucket: &str, policy: RatePolicy) -> Result<Decision, StoreError> {
         let now = Instant::now();
         let mut map = self.shard(bucket).lock().map_err(poisoned)?;

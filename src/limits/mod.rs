@@ -34,12 +34,30 @@ pub struct Decision {
     pub retry_after_secs: u64,
 }
 
+impl Decision {
+    /// The verdict when the store cannot be asked: allowed. An unreachable limiter must not take
+    /// the API down with it.
+    pub fn fail_open(policy: RatePolicy) -> Self {
+        Self { allowed: true, limit: policy.limit, remaining: policy.limit, retry_after_secs: 0 }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("the store did not answer within {0:?}")]
     Timeout(Duration),
     #[error("store error: {0}")]
     Backend(String),
+}
+
+/// What the store knows of an API key, by its fingerprint, when a request arrives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// The key's grant (the tenant it resolved to, as JSON) was cached, and the request has been
+    /// counted against the key's limit in the same round trip.
+    Granted { grant: String, decision: Decision },
+    /// Nothing cached: the key must be resolved, and then counted with `admit_resolved`.
+    Unknown,
 }
 
 /// A response kept for replay: what the client saw, byte for byte.
@@ -96,6 +114,23 @@ pub trait Store: Send + Sync + 'static {
     /// refused requests are not counted).
     async fn hit(&self, bucket: &str, policy: RatePolicy) -> Result<Decision, StoreError>;
 
+    /// The key cache and the limiter in one round trip: the grant cached for the key with this
+    /// fingerprint and, when there is one, the request counted against `policy` (bucket: the
+    /// fingerprint). Nothing is counted for an unknown key.
+    async fn admit(&self, fingerprint: &str, policy: RatePolicy) -> Result<Admission, StoreError>;
+
+    /// Counts a request of a key just resolved from the database, caching its grant for `ttl` when
+    /// one is given (in the same round trip).
+    async fn admit_resolved(
+        &self,
+        fingerprint: &str,
+        grant: Option<(&str, Duration)>,
+        policy: RatePolicy,
+    ) -> Result<Decision, StoreError>;
+
+    /// Drops the cached grants of these keys: after a revoke, a roll, or a change to their gym.
+    async fn forget_grants(&self, fingerprints: &[String]) -> Result<(), StoreError>;
+
     /// Looks up `key`, reserving it for this request (for `IDEMPOTENCY_LOCK`) when it is new. Atomic:
     /// of many concurrent requests with one key, exactly one is `Started`.
     async fn idempotency_begin(&self, key: &str, fingerprint: &str) -> Result<IdempotencyState, StoreError>;
@@ -116,6 +151,15 @@ pub trait Store: Send + Sync + 'static {
     async fn ping(&self) -> Result<(), StoreError>;
 
     fn name(&self) -> &'static str;
+}
+
+/// The store the configuration names: Redis when `REDIS_URL` is set (it must answer), else in
+/// process.
+pub async fn connect(config: &crate::config::Config) -> Result<std::sync::Arc<dyn Store>, StoreError> {
+    Ok(match &config.redis_url {
+        Some(url) => std::sync::Arc::new(RedisStore::connect(url, &config.redis_prefix, config.redis_timeout).await?),
+        None => std::sync::Arc::new(MemoryStore::default()),
+    })
 }
 
 /// Whole seconds until `wait_ms` has passed, at least 1.

@@ -1,32 +1,58 @@
-//! The Redis store: one round trip per request (a Lua script), the same verdict for every instance.
+//! The Redis store: one round trip per request (a Lua script reads the key cache and counts the
+//! request), the same verdict for every instance.
 
 use std::time::Duration;
 
 use redis::{Script, aio::ConnectionManager};
 
 use super::{
-    Decision, IDEMPOTENCY_LOCK, IdempotencyRecord, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse,
-    retry_after_secs,
+    Admission, Decision, IDEMPOTENCY_LOCK, IdempotencyRecord, IdempotencyState, RatePolicy, Store, StoreError,
+    StoredResponse, retry_after_secs,
 };
 
-/// Sliding log in a sorted set scored by Redis's own clock (so instances with skewed clocks agree).
-/// Returns {allowed, remaining, wait_ms}.
+/// Sliding log in a sorted set scored by Redis's own clock (so instances with skewed clocks agree),
+/// on the bucket `bucket`: ARGV[1] limit, ARGV[2] window in ms, ARGV[3] a nonce. Sets `allowed`,
+/// `remaining` and `wait` (ms). Shared by the scripts below.
 const SLIDING_LOG: &str = r#"
-local key = KEYS[1]
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
-local used = redis.call('ZCARD', key)
+redis.call('ZREMRANGEBYSCORE', bucket, '-inf', now - window)
+local used = redis.call('ZCARD', bucket)
+local allowed, remaining, wait = 0, 0, 0
 if used < limit then
-  redis.call('ZADD', key, now, t[1] .. t[2] .. ':' .. ARGV[3])
-  redis.call('PEXPIRE', key, window)
-  return {1, limit - used - 1, 0}
+  redis.call('ZADD', bucket, now, t[1] .. t[2] .. ':' .. ARGV[3])
+  redis.call('PEXPIRE', bucket, window)
+  allowed, remaining = 1, limit - used - 1
+else
+  local oldest = redis.call('ZRANGE', bucket, 0, 0, 'WITHSCORES')
+  wait = tonumber(oldest[2]) + window - now
 end
-local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-return {0, 0, tonumber(oldest[2]) + window - now}
 "#;
+
+/// A request of one bucket (KEYS[1]). Returns {allowed, remaining, wait_ms}.
+const HIT: &str = "local bucket = KEYS[1]";
+const HIT_TAIL: &str = "return {allowed, remaining, wait}";
+
+/// KEYS[1] the key's grant, KEYS[2] its bucket; ARGV[4] `get` or `set`, ARGV[5] the grant to cache
+/// (empty: none), ARGV[6] its time to live in ms. `get` counts nothing when no grant is cached.
+/// Returns {allowed, remaining, wait_ms, grant}; allowed is -1 for "no grant cached".
+///
+/// A forgotten key holds an empty grant (a tombstone) for the longest a grant lives, and `set`
+/// never replaces one (NX): a request that read the key from the database just before a revoke
+/// committed cannot put the old answer back.
+const ADMIT: &str = r#"
+local bucket = KEYS[2]
+local grant = ''
+if ARGV[4] == 'get' then
+  grant = redis.call('GET', KEYS[1])
+  if not grant or grant == '' then return {-1, 0, 0, ''} end
+elseif ARGV[5] ~= '' then
+  redis.call('SET', KEYS[1], ARGV[5], 'PX', ARGV[6], 'NX')
+end
+"#;
+const ADMIT_TAIL: &str = "return {allowed, remaining, wait, grant}";
 
 /// Reserves an unknown key (for ARGV[2] ms) or reports what it holds. The record is JSON:
 /// {"fingerprint": ..., "response": null | {...}}. Returns {state, record-or-empty}.
@@ -45,14 +71,15 @@ return {'replay', v}
 pub struct RedisStore {
     conn: ConnectionManager,
     script: Script,
+    admit: Script,
     begin: Script,
     prefix: String,
     timeout: Duration,
 }
 
 impl RedisStore {
-    /// Connects (bounded by `timeout`). Keys are `<prefix>rl:{<bucket>}`: the hash tag keeps each
-    /// bucket on one Redis Cluster slot.
+    /// Connects (bounded by `timeout`). Every key carries a hash tag (`{...}`) that keeps what one
+    /// script touches on one Redis Cluster slot.
     pub async fn connect(url: &str, prefix: &str, timeout: Duration) -> Result<Self, StoreError> {
         let client = redis::Client::open(url).map_err(|e| StoreError::Backend(e.to_string()))?;
         let config = redis::aio::ConnectionManagerConfig::new()
@@ -65,11 +92,49 @@ impl RedisStore {
             .map_err(|e| StoreError::Backend(e.to_string()))?;
         Ok(Self {
             conn,
-            script: Script::new(SLIDING_LOG),
+            script: Script::new(&format!("{HIT}\n{SLIDING_LOG}\n{HIT_TAIL}")),
+            admit: Script::new(&format!("{ADMIT}\n{SLIDING_LOG}\n{ADMIT_TAIL}")),
             begin: Script::new(IDEMPOTENCY_BEGIN),
             prefix: prefix.to_string(),
             timeout,
         })
+    }
+
+    /// `<prefix>key:{<fingerprint>}` and `<prefix>rl:{<fingerprint>}`: one hash tag, one slot, so
+    /// the grant and the bucket of a key are read and written by one script.
+    fn grant_key(&self, fingerprint: &str) -> String {
+        format!("{}key:{{{fingerprint}}}", self.prefix)
+    }
+
+    fn bucket_key(&self, bucket: &str) -> String {
+        format!("{}rl:{{{bucket}}}", self.prefix)
+    }
+
+    async fn run_admit(
+        &self,
+        fingerprint: &str,
+        mode: &str,
+        grant: Option<(&str, Duration)>,
+        policy: RatePolicy,
+    ) -> Result<Option<(String, Decision)>, StoreError> {
+        let mut conn = self.conn.clone();
+        let mut invocation = self.admit.key(self.grant_key(fingerprint));
+        invocation.key(self.bucket_key(fingerprint));
+        let nonce: u64 = rand::random();
+        let (value, ttl) = grant.unwrap_or(("", Duration::ZERO));
+        invocation
+            .arg(policy.limit)
+            .arg(policy.window.as_millis() as u64)
+            .arg(nonce)
+            .arg(mode)
+            .arg(value)
+            .arg(ttl.as_millis().max(1) as u64);
+        let (allowed, remaining, wait_ms, grant): (i64, i64, i64, String) =
+            self.bounded(invocation.invoke_async(&mut conn)).await?;
+        if allowed < 0 {
+            return Ok(None);
+        }
+        Ok(Some((grant, decision(policy, allowed, remaining, wait_ms))))
     }
 
     /// `<prefix>idem:{<scope>}:<rest>`: the tenant part of the key is the hash tag.
@@ -94,22 +159,46 @@ impl RedisStore {
 #[async_trait::async_trait]
 impl Store for RedisStore {
     async fn hit(&self, bucket: &str, policy: RatePolicy) -> Result<Decision, StoreError> {
-        let key = format!("{}rl:{{{bucket}}}", self.prefix);
         let nonce: u64 = rand::random();
         let mut conn = self.conn.clone();
-        let mut invocation = self.script.key(key);
+        let mut invocation = self.script.key(self.bucket_key(bucket));
         invocation.arg(policy.limit).arg(policy.window.as_millis() as u64).arg(nonce);
-        let call = invocation.invoke_async::<(i64, i64, i64)>(&mut conn);
-        let (allowed, remaining, wait_ms) = tokio::time::timeout(self.timeout, call)
-            .await
-            .map_err(|_| StoreError::Timeout(self.timeout))?
-            .map_err(|e| StoreError::Backend(e.to_string()))?;
-        Ok(Decision {
-            allowed: allowed == 1,
-            limit: policy.limit,
-            remaining: remaining.max(0) as u32,
-            retry_after_secs: if allowed == 1 { 0 } else { retry_after_secs(wait_ms) },
+        let (allowed, remaining, wait_ms): (i64, i64, i64) = self.bounded(invocation.invoke_async(&mut conn)).await?;
+        Ok(decision(policy, allowed, remaining, wait_ms))
+    }
+
+    async fn admit(&self, fingerprint: &str, policy: RatePolicy) -> Result<Admission, StoreError> {
+        Ok(match self.run_admit(fingerprint, "get", None, policy).await? {
+            Some((grant, decision)) => Admission::Granted { grant, decision },
+            None => Admission::Unknown,
         })
+    }
+
+    async fn admit_resolved(
+        &self,
+        fingerprint: &str,
+        grant: Option<(&str, Duration)>,
+        policy: RatePolicy,
+    ) -> Result<Decision, StoreError> {
+        match self.run_admit(fingerprint, "set", grant, policy).await? {
+            Some((_, decision)) => Ok(decision),
+            None => Err(StoreError::Backend("the admit script answered no decision".into())),
+        }
+    }
+
+    async fn forget_grants(&self, fingerprints: &[String]) -> Result<(), StoreError> {
+        if fingerprints.is_empty() {
+            return Ok(());
+        }
+        // A tombstone per key (see ADMIT), one command each: in a Redis Cluster each grant lives
+        // on the slot of its own hash tag.
+        let ttl = crate::auth::GRANT_TTL.as_millis() as u64;
+        let mut pipe = redis::pipe();
+        for fp in fingerprints {
+            pipe.cmd("SET").arg(self.grant_key(fp)).arg("").arg("PX").arg(ttl).ignore();
+        }
+        let mut conn = self.conn.clone();
+        self.bounded(pipe.query_async::<()>(&mut conn)).await
     }
 
     async fn idempotency_begin(&self, key: &str, fingerprint: &str) -> Result<IdempotencyState, StoreError> {
@@ -167,5 +256,14 @@ impl Store for RedisStore {
 
     fn name(&self) -> &'static str {
         "redis"
+    }
+}
+
+fn decision(policy: RatePolicy, allowed: i64, remaining: i64, wait_ms: i64) -> Decision {
+    Decision {
+        allowed: allowed == 1,
+        limit: policy.limit,
+        remaining: remaining.max(0) as u32,
+        retry_after_secs: if allowed == 1 { 0 } else { retry_after_secs(wait_ms) },
     }
 }

@@ -433,7 +433,7 @@ async fn roll_key(req: &Request, state: Data<&AppState>, Path(id): Path<Uuid>, F
     if let Err(r) = own_key(&state, &s, id).await {
         return r;
     }
-    match accounts::roll_key(&state.db, &s.actor(), id, state.config.key_roll_grace).await {
+    match accounts::roll_key(&state.db, &*state.store, &s.actor(), id, state.config.key_roll_grace).await {
         Ok(r) => {
             let flash = Flash::NewKey { name: r.new.model.name.clone(), key: r.new.key };
             render_api(&state, &s, Some(flash), StatusCode::OK).await
@@ -451,7 +451,7 @@ async fn revoke_key(req: &Request, state: Data<&AppState>, Path(id): Path<Uuid>,
     if let Err(r) = own_key(&state, &s, id).await {
         return r;
     }
-    match accounts::revoke_key(&state.db, &s.actor(), id).await {
+    match accounts::revoke_key(&state.db, &*state.store, &s.actor(), id).await {
         Ok(_) => redirect("/settings/integrations/api"),
         Err(e) => refused(e),
     }

@@ -68,7 +68,32 @@ async fn revoked_key_stops_on_the_next_request() {
     let app = TestApp::spawn().await;
     let gym = app.gym("Revoke").await;
     assert_eq!(app.get(&gym.live_key, "/members").await.status, 200);
-    accounts::revoke_key(&app.db, &Actor::Operator, gym.live_key_id).await.unwrap();
+    accounts::revoke_key(&app.db, &*app.store, &Actor::Operator, gym.live_key_id).await.unwrap();
+    let r = app.get(&gym.live_key, "/members").await;
+    assert_eq!((r.status, r.body.clone()), (401, unauthorized()));
+}
+
+/// With Redis a key is answered from the key cache, so a change made behind gymapi's back (SQL by
+/// hand) is not seen at once; gymapi's own revoke clears the cache. The embedded default keeps no
+/// key cache: every request reads the database.
+#[tokio::test]
+async fn the_key_cache_serves_a_key_until_gymapi_itself_revokes_it() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Cache").await;
+    assert_eq!(app.get(&gym.live_key, "/members").await.status, 200);
+    entity::api_key::ActiveModel {
+        id: Set(gym.live_key_id),
+        revoked_at: Set(Some(accounts::now())),
+        ..Default::default()
+    }
+    .update(&app.db)
+    .await
+    .unwrap();
+    let behind_its_back = app.get(&gym.live_key, "/members").await.status;
+    let expected = if app.redis_url.is_some() { 200 } else { 401 };
+    assert_eq!(behind_its_back, expected, "store: {}", app.store.name());
+    // Revoking again through gymapi (already revoked in the table) still clears the cache.
+    accounts::revoke_key(&app.db, &*app.store, &Actor::Operator, gym.live_key_id).await.unwrap();
     let r = app.get(&gym.live_key, "/members").await;
     assert_eq!((r.status, r.body.clone()), (401, unauthorized()));
 }
@@ -77,12 +102,15 @@ async fn revoked_key_stops_on_the_next_request() {
 async fn rolled_key_keeps_working_until_its_grace_ends() {
     let app = TestApp::spawn().await;
     let gym = app.gym("Roll").await;
-    let rolled = accounts::roll_key(&app.db, &Actor::Operator, gym.live_key_id, Duration::from_secs(2)).await.unwrap();
+    let rolled = accounts::roll_key(&app.db, &*app.store, &Actor::Operator, gym.live_key_id, Duration::from_secs(2))
+        .await
+        .unwrap();
     // Both keys work during the grace period.
     assert_eq!(app.get(&gym.live_key, "/members").await.status, 200);
     assert_eq!(app.get(&rolled.new.key, "/members").await.status, 200);
     // A retiring key cannot be rolled again.
-    let again = accounts::roll_key(&app.db, &Actor::Operator, gym.live_key_id, Duration::from_secs(2)).await;
+    let again =
+        accounts::roll_key(&app.db, &*app.store, &Actor::Operator, gym.live_key_id, Duration::from_secs(2)).await;
     assert!(matches!(again, Err(accounts::AccountError::AlreadyRetiring)), "{again:?}");
     let status = KeyStatus::of(&rolled.retiring, accounts::now());
     assert!(status.label(accounts::now()).starts_with("Retires in"), "{status:?}");
@@ -210,23 +238,26 @@ async fn unpaid_past_grace_is_402_and_plan_without_api_is_403_in_that_order() {
         grace_ends_at: Some(Some(accounts::now() + chrono::Duration::days(3))),
         ..Default::default()
     };
-    accounts::update_gym(&app.db, gym.id, in_grace).await.unwrap();
+    accounts::update_gym(&app.db, &*app.store, gym.id, in_grace).await.unwrap();
     assert_eq!(app.get(&gym.live_key, "/members").await.status, 200, "within the grace period requests work");
 
     let past_grace =
         GymUpdate { grace_ends_at: Some(Some(accounts::now() - chrono::Duration::minutes(1))), ..Default::default() };
-    accounts::update_gym(&app.db, gym.id, past_grace).await.unwrap();
+    accounts::update_gym(&app.db, &*app.store, gym.id, past_grace).await.unwrap();
     for key in [&gym.live_key, &test_key] {
         let r = app.get(key, "/members").await;
         assert_eq!(r.status, 402);
         assert_eq!(r.body, json!({ "error": { "type": "payment_required", "message": "payment_required" } }));
     }
     // 402 comes before 403.
-    accounts::update_gym(&app.db, gym.id, GymUpdate { api_access: Some(false), ..Default::default() }).await.unwrap();
+    accounts::update_gym(&app.db, &*app.store, gym.id, GymUpdate { api_access: Some(false), ..Default::default() })
+        .await
+        .unwrap();
     assert_eq!(app.get(&gym.live_key, "/members").await.status, 402);
 
     accounts::update_gym(
         &app.db,
+        &*app.store,
         gym.id,
         GymUpdate { subscription_status: Some("active".into()), ..Default::default() },
     )
@@ -241,12 +272,15 @@ async fn unpaid_past_grace_is_402_and_plan_without_api_is_403_in_that_order() {
         );
     }
     // Keys created earlier work again once the feature returns.
-    accounts::update_gym(&app.db, gym.id, GymUpdate { api_access: Some(true), ..Default::default() }).await.unwrap();
+    accounts::update_gym(&app.db, &*app.store, gym.id, GymUpdate { api_access: Some(true), ..Default::default() })
+        .await
+        .unwrap();
     assert_eq!(app.get(&gym.live_key, "/members").await.status, 200);
     assert_eq!(app.get(&test_key, "/members").await.status, 200);
     // Unpaid without a grace period blocks at once.
     accounts::update_gym(
         &app.db,
+        &*app.store,
         gym.id,
         GymUpdate { subscription_status: Some("unpaid".into()), grace_ends_at: Some(None), ..Default::default() },
     )
@@ -259,8 +293,10 @@ async fn unpaid_past_grace_is_402_and_plan_without_api_is_403_in_that_order() {
 async fn invalid_keys_answer_401_even_when_the_gym_is_blocked() {
     let app = TestApp::spawn().await;
     let gym = app.gym("Blocked").await;
-    accounts::update_gym(&app.db, gym.id, GymUpdate { api_access: Some(false), ..Default::default() }).await.unwrap();
-    accounts::revoke_key(&app.db, &Actor::Operator, gym.live_key_id).await.unwrap();
+    accounts::update_gym(&app.db, &*app.store, gym.id, GymUpdate { api_access: Some(false), ..Default::default() })
+        .await
+        .unwrap();
+    accounts::revoke_key(&app.db, &*app.store, &Actor::Operator, gym.live_key_id).await.unwrap();
     assert_eq!(app.get(&gym.live_key, "/members").await.status, 401);
 }
 
@@ -287,12 +323,12 @@ async fn permissions_are_enforced_in_one_place() {
     .unwrap();
     let denied = accounts::create_key(&app.db, &Actor::User(clerk.clone()), gym.id, Environment::Live, "x").await;
     assert!(matches!(denied, Err(accounts::AccountError::PermissionDenied("settings.manage"))), "{denied:?}");
-    assert!(accounts::revoke_key(&app.db, &Actor::User(clerk.clone()), gym.live_key_id).await.is_err());
+    assert!(accounts::revoke_key(&app.db, &*app.store, &Actor::User(clerk.clone()), gym.live_key_id).await.is_err());
     assert!(accounts::provision_sandbox(&app.db, &Actor::User(clerk), gym.id).await.is_err());
     assert!(accounts::create_key(&app.db, &Actor::User(manager), gym.id, Environment::Live, "ok").await.is_ok());
     assert!(accounts::create_key(&app.db, &Actor::User(owner.clone()), gym.id, Environment::Live, "ok").await.is_ok());
     // Nobody acts on another gym.
-    assert!(accounts::revoke_key(&app.db, &Actor::User(owner), other.live_key_id).await.is_err());
+    assert!(accounts::revoke_key(&app.db, &*app.store, &Actor::User(owner), other.live_key_id).await.is_err());
     assert_eq!(app.get(&other.live_key, "/members").await.status, 200);
 }
 

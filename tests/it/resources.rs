@@ -240,6 +240,7 @@ async fn attendance_filters_by_member_status_and_days_in_the_gyms_zone() {
     // In Berlin (UTC+1 in March) the day of March 1st ends at 23:00 UTC.
     accounts::update_gym(
         &app.db,
+        &*app.store,
         gym.id,
         accounts::GymUpdate { timezone: Some("Europe/Berlin".into()), ..Default::default() },
     )

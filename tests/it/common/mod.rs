@@ -92,6 +92,8 @@ pub struct TestApp {
     pub database_url: String,
     pub redis_url: Option<String>,
     pub redis_prefix: String,
+    /// The server's store: what the settings pages and the CLI clear keys from.
+    pub store: std::sync::Arc<dyn gymapi::limits::Store>,
     pub client: reqwest::Client,
     pub dir: Option<tempfile::TempDir>,
     _server: tokio::task::JoinHandle<()>,
@@ -142,6 +144,7 @@ impl TestApp {
         let state = AppState::new(db.clone(), config.clone()).await.unwrap();
         // As `serve` does: the webhook dispatcher runs beside the API (unless the config says not).
         state.start_background().unwrap();
+        let store = state.store.clone();
         let server = tokio::spawn(async move {
             let _ = Server::new_with_acceptor(acceptor).run(app(state)).await;
         });
@@ -151,6 +154,7 @@ impl TestApp {
             database_url,
             redis_url: config.redis_url.clone(),
             redis_prefix: config.redis_prefix.clone(),
+            store,
             client: reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap(),
             dir,
             _server: server,
