@@ -140,15 +140,7 @@ async fn main() {
     let client = reqwest::Client::builder().pool_max_idle_per_host(1).build().unwrap();
 
     let member: String = {
-        let r: serde_json::Value = client
-            .get(format!("{api}/members?per_page=1&page=5000"))
-            .bearer_auth(&key)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let r = support::get_json(&client, &format!("{api}/members?per_page=1&page=5000"), &key).await;
         r["data"][0]["id"].as_str().unwrap().to_string()
     };
     let today = chrono::Utc::now().date_naive();

@@ -162,15 +162,7 @@ async fn main() {
 
     // A member of the large gym for `GET /members/{id}`, and a gym kept empty for the import runs.
     let client = reqwest::Client::new();
-    let page: Value = client
-        .get(format!("{base}/api/v1/members?per_page=1&page=50"))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page = support::get_json(&client, &format!("{base}/api/v1/members?per_page=1&page=50"), &key).await;
     let member_id = page["data"][0]["id"].as_str().expect("a member").to_string();
     let empty = accounts::create_gym(&db, "Bench Import Gym", "Europe/Berlin", true).await.unwrap();
     let import_key = accounts::create_key(&db, &Actor::Operator, empty.id, Environment::Live, "import").await.unwrap();

@@ -30,6 +30,11 @@ pub fn ms(d: Duration, decimals: usize) -> String {
     format!("{:.*}", decimals, d.as_secs_f64() * 1000.0)
 }
 
+/// `GET url` with `key`, as JSON.
+pub async fn get_json(client: &reqwest::Client, url: &str, key: &str) -> serde_json::Value {
+    client.get(url).bearer_auth(key).send().await.unwrap().json().await.unwrap()
+}
+
 /// Requests per second of `GET url` from 8 concurrent client tasks for `secs`; every answer must be 200.
 pub async fn throughput(url: &str, key: &str, secs: u64) -> f64 {
     let client = reqwest::Client::new();
