@@ -34,7 +34,7 @@ struct NoStore;
 #[async_trait::async_trait]
 impl Store for NoStore {
     async fn hit(&self, _: &str, policy: RatePolicy) -> Result<Decision, StoreError> {
-        Ok(Decision { allowed: true, limit: policy.limit, remaining: policy.limit, retry_after_secs: 0 })
+        Ok(Decision::fail_open(policy))
     }
     async fn admit(&self, _: &str, _: RatePolicy) -> Result<Admission, StoreError> {
         Ok(Admission::Unknown)

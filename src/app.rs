@@ -45,10 +45,7 @@ pub struct AppState {
 impl AppState {
     /// Connects the store the configuration names (Redis must answer at start-up).
     pub async fn new(db: DatabaseConnection, config: Config) -> anyhow::Result<Self> {
-        let store = crate::limits::connect(&config).await.map_err(|e| match &config.redis_url {
-            Some(url) => anyhow::anyhow!("cannot connect to Redis ({}): {e}", crate::db::redact(url)),
-            None => anyhow::anyhow!("{e}"),
-        })?;
+        let store = crate::limits::connect(&config).await?;
         Ok(Self {
             db,
             config: Arc::new(config),

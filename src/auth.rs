@@ -121,7 +121,7 @@ pub async fn admit(
     now: DateTime<Utc>,
 ) -> Result<(Tenant, Decision), ApiError> {
     let key = key.ok_or(ApiError::Unauthorized)?;
-    parse_key(key).ok_or(ApiError::Unauthorized)?;
+    let env = parse_key(key).ok_or(ApiError::Unauthorized)?;
     let fp = fingerprint(key);
     let counted = match store.admit(&fp, policy).await {
         Ok(Admission::Granted { grant, decision }) => match serde_json::from_str::<Grant>(&grant) {
@@ -135,7 +135,7 @@ pub async fn admit(
             Some(Decision::fail_open(policy))
         }
     };
-    let grant = resolve(db, key, now).await?;
+    let grant = resolve(db, env, &fp, now).await?;
     if let Some(decision) = counted {
         return Ok((grant.tenant, decision));
     }
@@ -166,10 +166,15 @@ pub async fn forget(store: &dyn Store, fingerprints: &[String]) {
     }
 }
 
-/// Resolves a key to its tenant in one indexed query (the key, its gym and the gym's sandbox), then
-/// applies the checks of DESIGN.md §5 in order: 401, 402, 403.
-async fn resolve(db: &DatabaseConnection, key: &str, now: DateTime<Utc>) -> Result<Grant, ApiError> {
-    let env = parse_key(key).ok_or(ApiError::Unauthorized)?;
+/// Resolves a well-formed key of environment `env`, by its fingerprint, to its tenant in one indexed
+/// query (the key, its gym and the gym's sandbox), then applies the checks of DESIGN.md §5 in order:
+/// 401, 402, 403.
+async fn resolve(
+    db: &DatabaseConnection,
+    env: Environment,
+    fingerprint: &str,
+    now: DateTime<Utc>,
+) -> Result<Grant, ApiError> {
     let backend = db.get_database_backend();
     let sql = crate::db::placeholders(
         backend,
@@ -179,7 +184,7 @@ async fn resolve(db: &DatabaseConnection, key: &str, now: DateTime<Utc>) -> Resu
          FROM api_keys k JOIN gyms g ON g.id = k.gym_id LEFT JOIN gyms s ON s.parent_gym_id = g.id \
          WHERE k.fingerprint = ?",
     );
-    let row = KeyRow::find_by_statement(Statement::from_sql_and_values(backend, sql, [fingerprint(key).into()]))
+    let row = KeyRow::find_by_statement(Statement::from_sql_and_values(backend, sql, [fingerprint.into()]))
         .one(db)
         .await?
         .ok_or(ApiError::Unauthorized)?;

@@ -343,7 +343,7 @@ async fn key_cache(config: &Config) -> std::sync::Arc<dyn crate::limits::Store> 
     match crate::limits::connect(config).await {
         Ok(store) => store,
         Err(e) => {
-            tracing::warn!(error = %e, "cannot reach Redis to clear cached keys; the change takes effect within {} s", crate::auth::GRANT_TTL.as_secs());
+            tracing::warn!(error = %e, "cached keys not cleared; the change takes effect within {} s", crate::auth::GRANT_TTL.as_secs());
             std::sync::Arc::new(crate::limits::MemoryStore::default())
         }
     }

@@ -155,9 +155,13 @@ pub trait Store: Send + Sync + 'static {
 
 /// The store the configuration names: Redis when `REDIS_URL` is set (it must answer), else in
 /// process.
-pub async fn connect(config: &crate::config::Config) -> Result<std::sync::Arc<dyn Store>, StoreError> {
+pub async fn connect(config: &crate::config::Config) -> anyhow::Result<std::sync::Arc<dyn Store>> {
     Ok(match &config.redis_url {
-        Some(url) => std::sync::Arc::new(RedisStore::connect(url, &config.redis_prefix, config.redis_timeout).await?),
+        Some(url) => std::sync::Arc::new(
+            RedisStore::connect(url, &config.redis_prefix, config.redis_timeout)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot connect to Redis ({}): {e}", crate::db::redact(url)))?,
+        ),
         None => std::sync::Arc::new(MemoryStore::default()),
     })
 }

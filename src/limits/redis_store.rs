@@ -245,13 +245,7 @@ impl Store for RedisStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         let mut conn = self.conn.clone();
-        let ping = redis::cmd("PING");
-        let call = ping.query_async::<String>(&mut conn);
-        tokio::time::timeout(self.timeout, call)
-            .await
-            .map_err(|_| StoreError::Timeout(self.timeout))?
-            .map(|_| ())
-            .map_err(|e| StoreError::Backend(e.to_string()))
+        self.bounded(redis::cmd("PING").query_async::<String>(&mut conn)).await.map(|_| ())
     }
 
     fn name(&self) -> &'static str {
