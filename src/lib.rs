@@ -25,3 +25,8 @@ pub mod settings;
 pub mod types;
 pub mod usage;
 pub mod webhooks;
+
+/// mimalloc instead of the system allocator: a 500-row import batch or a list page allocates
+/// thousands of small values, and glibc's malloc spent most of the server's time on them.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
