@@ -6,10 +6,13 @@
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Select,
+    ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait, Select,
 };
 
 use crate::{context::RequestContext, errors::ApiError};
+
+/// From this many records skipped on, a page is found by its ids first (see [`Page::fetch`]).
+const DEFERRED_FROM: u64 = 1_000;
 
 /// One page of a list, as requested and as found.
 #[derive(Clone, Debug)]
@@ -84,6 +87,11 @@ impl Page {
     /// Counts and fetches one page of `select`, newest first by `order` then `id`, limited to
     /// records created at or before `as_of`. `known_total` skips the count when the caller has it
     /// (from the gym's counters).
+    ///
+    /// A deep page is found in two steps of one statement: the ids of the page, skipping the
+    /// records before it along the `(gym_id, order, id)` index alone, then those records by
+    /// primary key. Skipping whole rows instead reads every skipped record from the table (page
+    /// 3,200 of 100,000 members on PostgreSQL: 38 ms one way, 16 ms the other).
     pub async fn fetch<E, C>(
         &mut self,
         db: &C,
@@ -103,16 +111,26 @@ impl Page {
             Some(n) => n,
             None => i64::try_from(select.clone().count(db).await?).unwrap_or(i64::MAX),
         };
-        if self.offset() >= self.total.max(0) as u64 {
+        let offset = self.offset();
+        if offset >= self.total.max(0) as u64 {
             return Ok(Vec::new());
         }
-        Ok(select
-            .order_by_desc(order)
-            .order_by_desc(id)
-            .offset(self.offset())
-            .limit(self.per_page as u64)
-            .all(db)
-            .await?)
+        let limit = self.per_page as u64;
+        let page = if offset >= DEFERRED_FROM {
+            let ids = select
+                .clone()
+                .select_only()
+                .column(id)
+                .order_by_desc(order)
+                .order_by_desc(id)
+                .offset(offset)
+                .limit(limit)
+                .into_query();
+            select.filter(id.in_subquery(ids))
+        } else {
+            select.offset(offset).limit(limit)
+        };
+        Ok(page.order_by_desc(order).order_by_desc(id).all(db).await?)
     }
 }
 

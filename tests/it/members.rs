@@ -257,6 +257,18 @@ async fn walking_links_next_sees_each_member_exactly_once() {
     assert_eq!(unique.len(), n, "a member was seen twice or missed");
     created.reverse();
     assert_eq!(seen, created, "newest first, every member once");
+
+    // Past the first 1,000 records a page is found by its ids first: the same records, in the
+    // same order, on either side of that line. The late comers come first (newest).
+    let shallow = app.get(&gym.live_key, "/members?per_page=100&page=10").await.body;
+    let deep = app.get(&gym.live_key, "/members?per_page=100&page=11").await.body;
+    let late = deep["meta"]["total"].as_u64().unwrap() as usize - n;
+    let ids = |p: &serde_json::Value| -> Vec<String> {
+        p["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap().to_string()).collect()
+    };
+    assert!(late > 0);
+    assert_eq!(ids(&shallow), created[900 - late..1000 - late]);
+    assert_eq!(ids(&deep), created[1000 - late..], "page 11 holds the oldest members, oldest last");
 }
 
 /// The totals from the gym's counters equal a real count, through creates, status changes and
