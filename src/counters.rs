@@ -75,6 +75,15 @@ pub async fn total_as_of(
     as_of: DateTime<Utc>,
 ) -> Result<i64, DbErr> {
     let backend = db.get_database_backend();
+    let (expr, values) = total_as_of_sql(gym_id, list, label, as_of);
+    let sql = placeholders(backend, &format!("SELECT {expr} AS n"));
+    let row = Count::find_by_statement(Statement::from_sql_and_values(backend, sql, values)).one(db).await?;
+    Ok(row.map_or(0, |c| c.n.max(0)))
+}
+
+/// [`total_as_of`] as a scalar SQL expression (`?` placeholders) and its values, for a statement
+/// that reads several figures at once.
+pub fn total_as_of_sql(gym_id: Uuid, list: Counted, label: Option<&str>, as_of: DateTime<Utc>) -> (String, Vec<Value>) {
     let name = list.name(label);
     let Counted { table, label: column } = list;
     let (label_filter, mut values): (String, Vec<Value>) = match label {
@@ -82,15 +91,11 @@ pub async fn total_as_of(
         None => (String::new(), vec![gym_id.into(), name.into(), gym_id.into()]),
     };
     values.push(as_of.into());
-    let sql = placeholders(
-        backend,
-        &format!(
-            "SELECT CAST(COALESCE((SELECT value FROM gym_counters WHERE gym_id = ? AND name = ?), 0) \
-             - (SELECT COUNT(*) FROM {table} WHERE gym_id = ?{label_filter} AND created_at > ?) AS BIGINT) AS n"
-        ),
+    let expr = format!(
+        "CAST(COALESCE((SELECT value FROM gym_counters WHERE gym_id = ? AND name = ?), 0) \
+         - (SELECT COUNT(*) FROM {table} WHERE gym_id = ?{label_filter} AND created_at > ?) AS BIGINT)"
     );
-    let row = Count::find_by_statement(Statement::from_sql_and_values(backend, sql, values)).one(db).await?;
-    Ok(row.map_or(0, |c| c.n.max(0)))
+    (expr, values)
 }
 
 /// Members of a gym (optionally of one status) created at or before `as_of`.

@@ -1,20 +1,61 @@
 //! `Statistics`: summary figures of the gym.
 
-use chrono::{Datelike, NaiveDate, TimeZone, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
 use chrono_tz::Tz;
-use entity::{facility, member_membership, purchase};
+use entity::purchase;
 use poem_openapi::payload::Json;
 use sea_orm::{
-    ColumnTrait, Condition, EntityTrait, FromQueryResult, PaginatorTrait, QueryFilter, QuerySelect, sea_query::Expr,
+    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, FromQueryResult, QueryFilter, QuerySelect, Statement, Value,
+    sea_query::Expr,
 };
+use uuid::Uuid;
 
 use super::{Handlers, generated::*, money};
-use crate::{accounts::now, context::RequestContext, counters, errors::ApiError, types::Date};
+use crate::{accounts::now, context::RequestContext, counters, db::placeholders, errors::ApiError, types::Date};
 
 #[derive(FromQueryResult)]
 struct CurrencySum {
     currency: String,
     amount: i64,
+}
+
+#[derive(FromQueryResult)]
+struct Figures {
+    total: i64,
+    active: i64,
+    inactive: i64,
+    active_memberships: i64,
+    facilities: i64,
+}
+
+/// The member counts as of `at`, the memberships running on `today` and the facilities, in one
+/// statement.
+async fn figures(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    today: NaiveDate,
+    at: DateTime<Utc>,
+) -> Result<Figures, DbErr> {
+    let backend = db.get_database_backend();
+    let mut values: Vec<Value> = Vec::new();
+    let mut members = |status: Option<&str>| {
+        let (expr, v) = counters::total_as_of_sql(gym_id, counters::MEMBER_ROWS, status, at);
+        values.extend(v);
+        expr
+    };
+    let (total, active, inactive) = (members(None), members(Some("active")), members(Some("inactive")));
+    values.extend([gym_id.into(), today.into(), today.into(), gym_id.into()]);
+    let sql = format!(
+        "SELECT {total} AS total, {active} AS active, {inactive} AS inactive, \
+         CAST((SELECT COUNT(*) FROM member_memberships WHERE gym_id = ? AND starts_on <= ? \
+               AND (ends_on IS NULL OR ends_on >= ?)) AS BIGINT) AS active_memberships, \
+         CAST((SELECT COUNT(*) FROM facilities WHERE gym_id = ?) AS BIGINT) AS facilities"
+    );
+    let statement = Statement::from_sql_and_values(backend, placeholders(backend, &sql), values);
+    let found = Figures::find_by_statement(statement).one(db).await?;
+    found
+        .map(|f| Figures { total: f.total.max(0), active: f.active.max(0), inactive: f.inactive.max(0), ..f })
+        .ok_or_else(|| DbErr::RecordNotFound("the statistics statement returned no row".into()))
 }
 
 /// First day of the month of `day`, and the first day of the next month.
@@ -45,18 +86,10 @@ impl StatisticsApi for Handlers {
             .zip(instant(next))
             .ok_or_else(|| ApiError::internal(anyhow::anyhow!("no local midnight")))?;
 
-        // Independent queries, run side by side on the pool: the answer takes as long as the
-        // slowest. Member counts come from the gym's counters, exact in every write's transaction.
-        let active_memberships = member_membership::Entity::find()
-            .filter(member_membership::Column::GymId.eq(gym_id))
-            .filter(member_membership::Column::StartsOn.lte(today))
-            .filter(
-                Condition::any()
-                    .add(member_membership::Column::EndsOn.is_null())
-                    .add(member_membership::Column::EndsOn.gte(today)),
-            )
-            .count(db);
-        let facilities = facility::Entity::find().filter(facility::Column::GymId.eq(gym_id)).count(db);
+        // Two statements side by side on the pool: the scalar figures in one (one snapshot; member
+        // counts from the gym's counters, exact in every write's transaction), the month's sums
+        // per currency in the other (from the index alone, see the revenue index migration).
+        let figures = figures(db, gym_id, today, at);
         let sums = purchase::Entity::find()
             .select_only()
             .column(purchase::Column::Currency)
@@ -71,14 +104,8 @@ impl StatisticsApi for Handlers {
             .group_by(purchase::Column::Currency)
             .into_model::<CurrencySum>()
             .all(db);
-        let (total, active, inactive, active_memberships, facilities, sums) = tokio::try_join!(
-            counters::members_as_of(db, gym_id, None, at),
-            counters::members_as_of(db, gym_id, Some("active"), at),
-            counters::members_as_of(db, gym_id, Some("inactive"), at),
-            active_memberships,
-            facilities,
-            sums,
-        )?;
+        let (Figures { total, active, inactive, active_memberships, facilities }, sums) =
+            tokio::try_join!(figures, sums)?;
         let members = MemberCounts { total, active, inactive };
         let mut paid: Vec<Money> = sums.into_iter().map(|s| money(s.amount, &s.currency)).collect();
         paid.sort_by(|a, b| a.currency.cmp(&b.currency));
@@ -86,8 +113,8 @@ impl StatisticsApi for Handlers {
         Ok(GetStatisticsResponse::Ok(Json(Statistics {
             object: StatisticsObject::Statistics,
             members,
-            active_memberships: active_memberships as i64,
-            facilities: facilities as i64,
+            active_memberships,
+            facilities,
             revenue_this_month: RevenuePeriod {
                 starts_on: Date(first),
                 ends_on: Date(next.pred_opt().unwrap_or(first)),
