@@ -312,7 +312,8 @@ pub async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_tracing(&config, matches!(cli.command, Command::Serve { .. }));
+    // Held to the end: dropping it writes out the log lines still queued.
+    let _log_writer = init_tracing(&config, matches!(cli.command, Command::Serve { .. }));
     match run(cli.command, config).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
@@ -322,12 +323,19 @@ pub async fn main() -> ExitCode {
     }
 }
 
-fn init_tracing(config: &Config, serving: bool) {
+/// Logs go to stderr through a writer thread, so a request's log line costs its worker a queue
+/// push rather than a system call. The queue never drops lines: when it is full, the worker waits.
+fn init_tracing(config: &Config, serving: bool) -> tracing_appender::non_blocking::WorkerGuard {
     use tracing_subscriber::{EnvFilter, fmt};
     let default = if serving { "info,sqlx=warn,sea_orm=warn" } else { "warn" };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .thread_name("gymapi-log")
+        .finish(std::io::stderr());
+    let builder = fmt().with_env_filter(filter).with_writer(writer);
     let _ = if config.log_json { builder.json().try_init() } else { builder.try_init() };
+    guard
 }
 
 async fn open(config: &Config) -> Result<DatabaseConnection, Failure> {
