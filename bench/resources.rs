@@ -199,8 +199,10 @@ async fn main() {
     explain(&db, "Page 1 of GET /members", &format!(
         "SELECT * FROM members WHERE gym_id = '{g}' AND created_at <= now() ORDER BY created_at DESC, id DESC LIMIT 25 OFFSET 0"
     )).await;
-    explain(&db, "Page 2000 of GET /members", &format!(
-        "SELECT * FROM members WHERE gym_id = '{g}' AND created_at <= now() ORDER BY created_at DESC, id DESC LIMIT 25 OFFSET 49975"
+    explain(&db, "Page 2000 of GET /members (ids first, then rows by primary key)", &format!(
+        "SELECT * FROM members WHERE gym_id = '{g}' AND created_at <= now() AND id IN \
+         (SELECT id FROM members WHERE gym_id = '{g}' AND created_at <= now() ORDER BY created_at DESC, id DESC LIMIT 25 OFFSET 49975) \
+         ORDER BY created_at DESC, id DESC"
     )).await;
     explain(&db, "Count of GET /members?search=torvalds12345", &format!(
         "SELECT COUNT(*) FROM members WHERE gym_id = '{g}' AND search_text LIKE '%torvalds12345%' ESCAPE '\\' AND created_at <= now()"

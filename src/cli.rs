@@ -333,7 +333,9 @@ fn init_tracing(config: &Config, serving: bool) -> tracing_appender::non_blockin
         .lossy(false)
         .thread_name("gymapi-log")
         .finish(std::io::stderr());
-    let builder = fmt().with_env_filter(filter).with_writer(writer);
+    // Colours only for a terminal: a log file or a collector gets plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = fmt().with_env_filter(filter).with_ansi(ansi).with_writer(writer);
     let _ = if config.log_json { builder.json().try_init() } else { builder.try_init() };
     guard
 }
