@@ -258,8 +258,8 @@ async fn walking_links_next_sees_each_member_exactly_once() {
     created.reverse();
     assert_eq!(seen, created, "newest first, every member once");
 
-    // Past the first 1,000 records a page is found by its ids first: the same records, in the
-    // same order, on either side of that line. The late comers come first (newest).
+    // Past the first 1,000 records a page is found by its ids first on PostgreSQL: the same
+    // records, in the same order, on either side of that line. The late comers come first (newest).
     let shallow = app.get(&gym.live_key, "/members?per_page=100&page=10").await.body;
     let deep = app.get(&gym.live_key, "/members?per_page=100&page=11").await.body;
     let late = deep["meta"]["total"].as_u64().unwrap() as usize - n;
