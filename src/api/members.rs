@@ -5,7 +5,7 @@ use poem_openapi::{payload::Json, types::MaybeUndefined};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait, QueryFilter, Set,
     TransactionTrait,
-    sea_query::{Expr, LikeExpr, Query},
+    sea_query::{Expr, LikeExpr, Query, SimpleExpr},
 };
 use uuid::Uuid;
 
@@ -109,6 +109,39 @@ fn event_data(member: &Member) -> serde_json::Value {
     poem_openapi::types::ToJSON::to_json(member).unwrap_or_default()
 }
 
+/// What `search` matches. On PostgreSQL the pattern is written into the statement as a literal.
+/// As a bound parameter, the plan the server caches for a prepared statement after its fifth run
+/// (a generic plan) cannot see the pattern, and it joined the trigram index with a scan of the
+/// gym's `created_at` index: counting a search with one match among 100,000 members took 12 ms
+/// instead of 0.2 ms. Each distinct term is then a statement of its own, prepared once per
+/// connection.
+fn search_condition(backend: DbBackend, term: &str) -> SimpleExpr {
+    let pattern = like_pattern(term);
+    match backend {
+        DbBackend::Postgres => {
+            Expr::cust(format!("\"members\".\"search_text\" LIKE {} ESCAPE E'\\\\'", pg_literal(&pattern)))
+        }
+        _ => Expr::col((member::Entity, member::Column::SearchText)).like(LikeExpr::new(pattern).escape('\\')),
+    }
+}
+
+/// `text` as a PostgreSQL string literal: an escape string (`E'...'`) with its backslashes and
+/// quotes doubled, which reads the same whatever `standard_conforming_strings` says. (Terms
+/// cannot hold NUL: the contract refuses it in every parameter.)
+fn pg_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 3);
+    out.push_str("E'");
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("''"),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
 fn email_taken(err: sea_orm::DbErr) -> ApiError {
     if is_unique_violation(&err) { ApiError::invalid("email", "The email has already been taken.") } else { err.into() }
 }
@@ -129,7 +162,7 @@ impl MembersApi for Handlers {
         }
         let mut counted = None;
         if let Some(term) = search {
-            let matches = Expr::col(member::Column::SearchText).like(LikeExpr::new(like_pattern(term)).escape('\\'));
+            let matches = search_condition(self.db().get_database_backend(), term);
             let filtered = select.clone().filter(matches.clone()).filter(member::Column::CreatedAt.lte(page.as_of));
             let total = i64::try_from(filtered.count(self.db()).await?).unwrap_or(i64::MAX);
             counted = Some(total);
@@ -345,11 +378,18 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::like_pattern;
+    use super::{like_pattern, pg_literal};
 
     #[test]
     fn search_terms_are_literal_in_like() {
         assert_eq!(like_pattern("Ada"), "%ada%");
         assert_eq!(like_pattern("50%_off\\"), "%50\\%\\_off\\\\%");
+    }
+
+    #[test]
+    fn postgres_literals_double_quotes_and_backslashes() {
+        assert_eq!(pg_literal("%ada%"), "E'%ada%'");
+        assert_eq!(pg_literal("o'b\\_'; --"), "E'o''b\\\\_''; --'");
+        assert_eq!(pg_literal("jürgen"), "E'jürgen'");
     }
 }

@@ -346,3 +346,30 @@ async fn search_folds_case_beyond_ascii_on_every_backend() {
     assert_eq!(app.get(&gym.live_key, "/members?search=j%C3%BCrgen").await.body["meta"]["total"], 0);
     assert_eq!(app.get(&gym.live_key, "/members?search=hans").await.body["meta"]["total"], 1);
 }
+
+#[tokio::test]
+async fn search_terms_with_quotes_and_backslashes_match_literally() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Quotes").await;
+    let other = app.gym("Other quotes").await;
+    let obrien =
+        app.post(&gym.live_key, "/members", json!({"first_name": "Siobhán", "last_name": "O'Brien"})).await.body;
+    let slash =
+        app.post(&gym.live_key, "/members", json!({"first_name": "Back\\slash", "last_name": "Path"})).await.body;
+    app.post(&other.live_key, "/members", json!({"first_name": "Other", "last_name": "O'Brien"})).await;
+    // Each term runs seven times: past the fifth run PostgreSQL may plan a prepared statement anew.
+    for (term, want) in [("o%27brien", &obrien), ("%27", &obrien), ("k%5Cs", &slash), ("%5C", &slash)] {
+        for _ in 0..7 {
+            let r = app.get(&gym.live_key, &format!("/members?search={term}")).await;
+            assert_eq!(r.status, 200, "search {term}");
+            assert_eq!(r.body["meta"]["total"], 1, "search {term}");
+            assert_eq!(r.body["data"][0]["id"], want["id"], "search {term}");
+        }
+    }
+    for term in ["x%27%20OR%20%271%27%3D%271", "%27%3B%20DELETE%20FROM%20members%3B%20--", "%5C%27", "%27%27"] {
+        let r = app.get(&gym.live_key, &format!("/members?search={term}")).await;
+        assert_eq!((r.status, &r.body["meta"]["total"]), (200, &json!(0)), "search {term}");
+    }
+    assert_eq!(app.get(&gym.live_key, "/members").await.body["meta"]["total"], 2);
+    assert_eq!(app.get(&other.live_key, "/members").await.body["meta"]["total"], 1);
+}
