@@ -123,10 +123,13 @@ async fn main() {
     let started = Instant::now();
     let gym = accounts::create_gym(&db, "Big gym", "Europe/Berlin", true).await.unwrap();
     seed_gym(&db, gym.id, MEMBERS, ATTENDANCE, PURCHASES, MEMBERSHIPS).await;
+    let mut small = None;
     for i in 0..NOISE_GYMS {
         let g = accounts::create_gym(&db, &format!("Noise {i}"), "UTC", true).await.unwrap();
         seed_gym(&db, g.id, 1_000, 5_000, 1_000, 500).await;
+        small.get_or_insert(g.id);
     }
+    let small = small.unwrap();
     exec(&db, "VACUUM ANALYZE").await;
     let seeded = started.elapsed();
 
@@ -136,6 +139,7 @@ async fn main() {
     let state = AppState::new(db.clone(), config).await.unwrap();
     let address = serve(state).await;
     let key = accounts::create_key(&db, &Actor::Operator, gym.id, Environment::Live, "bench").await.unwrap().key;
+    let small_key = accounts::create_key(&db, &Actor::Operator, small, Environment::Live, "bench").await.unwrap().key;
     let api = format!("{address}/api/v1");
     let client = reqwest::Client::builder().pool_max_idle_per_host(1).build().unwrap();
 
@@ -161,6 +165,7 @@ async fn main() {
         ("GET /members?page=2000", format!("{api}/members?page=2000")),
         ("GET /members?search=torvalds12345 (one match)", format!("{api}/members?search=torvalds12345")),
         ("GET /members?search=ada (12.5% of members)", format!("{api}/members?search=ada")),
+        ("GET /members?search=ada in a 1,000-member gym of the same deployment", format!("{api}/members?search=ada")),
         (
             "GET /attendance?member_id=…&from=…&to=… (30 days)",
             format!("{api}/attendance?member_id={member}&from={month_ago}&to={today}"),
@@ -175,7 +180,8 @@ async fn main() {
         } else {
             500
         };
-        let (p50, p99, body) = latency(&client, url, &key, n).await;
+        let key = if name.contains("1,000-member gym") { &small_key } else { &key };
+        let (p50, p99, body) = latency(&client, url, key, n).await;
         let total =
             body["meta"]["total"].as_i64().map_or_else(|| body["members"]["total"].to_string(), |t| t.to_string());
         println!("| {name} | {} | {} | {total} |", ms(p50, 2), ms(p99, 2));
@@ -206,6 +212,12 @@ async fn main() {
     )).await;
     explain(&db, "Count of GET /members?search=torvalds12345", &format!(
         "SELECT COUNT(*) FROM members WHERE gym_id = '{g}' AND search_text LIKE '%torvalds12345%' ESCAPE '\\' AND created_at <= now()"
+    )).await;
+    explain(&db, "Count of GET /members?search=ada", &format!(
+        "SELECT COUNT(*) FROM members WHERE gym_id = '{g}' AND search_text LIKE '%ada%' ESCAPE '\\' AND created_at <= now()"
+    )).await;
+    explain(&db, "Count of GET /members?search=ada in a 1,000-member gym", &format!(
+        "SELECT COUNT(*) FROM members WHERE gym_id = '{small}' AND search_text LIKE '%ada%' ESCAPE '\\' AND created_at <= now()"
     )).await;
     explain(&db, "Count of GET /attendance?member_id=…&from=…&to=…", &format!(
         "SELECT COUNT(*) FROM attendance WHERE gym_id = '{g}' AND member_id = '{member}' AND occurred_at >= '{month_ago}' AND occurred_at < '{today}'::date + 1 AND created_at <= now()"

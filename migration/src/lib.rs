@@ -8,6 +8,7 @@ mod m20261122_000003_webhook_dispatch;
 mod m20261122_000004_settings_sessions;
 mod m20261122_000005_key_usage;
 mod m20261123_000006_revenue_index;
+mod m20261123_000007_tenant_search_index;
 
 pub struct Migrator;
 
@@ -21,6 +22,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000004_settings_sessions::Migration),
             Box::new(m20261122_000005_key_usage::Migration),
             Box::new(m20261123_000006_revenue_index::Migration),
+            Box::new(m20261123_000007_tenant_search_index::Migration),
         ]
     }
 }
