@@ -9,6 +9,7 @@ mod m20261122_000004_settings_sessions;
 mod m20261122_000005_key_usage;
 mod m20261123_000006_revenue_index;
 mod m20261123_000007_tenant_search_index;
+mod m20261123_000008_member_facility_key;
 
 pub struct Migrator;
 
@@ -23,6 +24,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000005_key_usage::Migration),
             Box::new(m20261123_000006_revenue_index::Migration),
             Box::new(m20261123_000007_tenant_search_index::Migration),
+            Box::new(m20261123_000008_member_facility_key::Migration),
         ]
     }
 }
