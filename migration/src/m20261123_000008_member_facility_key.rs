@@ -1,10 +1,11 @@
 //! On PostgreSQL a member's two foreign keys, `gym_id → gyms` and `facility_id → facilities`, become
 //! one: `(gym_id, facility_id) → facilities (gym_id, id)`. A facility belongs to a gym, so the gym
 //! is still checked, and now so is that the facility is the member's own gym's (the service checked
-//! that alone before). Each inserted member costs one key check instead of two: on a 500-row batch
-//! into an empty table, rolled back, 20.7 ms with two keys, 18.7 with one, 17.9 with none (medians
-//! of three runs of 80 batches each). SQLite cannot change a table's keys without rebuilding it, and
-//! its key checks run in process; it keeps the two.
+//! that alone before). Each inserted member costs one key check instead of two: a 500-row insert
+//! into an empty table, rolled back, took 20.7 ms with two keys, 18.7 with one and 17.9 with none
+//! (pgbench; each figure the middle of three runs, each run the average of 80 inserts). SQLite
+//! cannot change a table's keys without rebuilding it, and its key checks run in process; it keeps
+//! the two.
 
 use sea_orm_migration::prelude::*;
 
