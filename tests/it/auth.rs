@@ -396,7 +396,7 @@ async fn no_full_key_is_stored_or_logged() {
     } else {
         // Every byte of the SQLite database, its WAL included.
         app.db.execute_unprepared("PRAGMA wal_checkpoint(FULL)").await.unwrap();
-        let dir = app.dir.as_ref().unwrap().path();
+        let dir = app.scratch.dir.as_ref().unwrap().path();
         let mut bytes = Vec::new();
         for entry in std::fs::read_dir(dir).unwrap() {
             bytes.extend(std::fs::read(entry.unwrap().path()).unwrap());

@@ -65,8 +65,35 @@ pub fn on_postgres() -> bool {
     std::env::var("TEST_DATABASE_URL").is_ok_and(|u| !u.is_empty())
 }
 
-/// A fresh, migrated database for one test.
-pub async fn fresh_database() -> (String, Option<tempfile::TempDir>) {
+/// Where one test's data lives. Dropping it removes the data: the temporary directory of the
+/// SQLite file, or the PostgreSQL database.
+pub struct Scratch {
+    pub dir: Option<tempfile::TempDir>,
+    /// The server to drop it from, and the database's name.
+    postgres: Option<(String, String)>,
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let Some((base, name)) = self.postgres.take() else {
+            return;
+        };
+        // On a thread and runtime of its own: the test's runtime may be shutting down. `FORCE`
+        // ends the connections the test's server still holds.
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+            runtime.block_on(async {
+                let admin = sea_orm::Database::connect(&base).await.ok()?;
+                admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await.ok()?;
+                admin.close().await.ok()
+            })
+        })
+        .join();
+    }
+}
+
+/// A fresh database for one test, removed when the returned `Scratch` is dropped.
+pub async fn fresh_database() -> (String, Scratch) {
     match std::env::var("TEST_DATABASE_URL").ok().filter(|u| !u.is_empty()) {
         Some(base) => {
             let name = format!("gymapi_t_{}", Uuid::now_v7().simple());
@@ -75,12 +102,12 @@ pub async fn fresh_database() -> (String, Option<tempfile::TempDir>) {
             admin.close().await.unwrap();
             let mut url = url::Url::parse(&base).unwrap();
             url.set_path(&format!("/{name}"));
-            (url.to_string(), None)
+            (url.to_string(), Scratch { dir: None, postgres: Some((base, name)) })
         }
         None => {
             let dir = tempfile::tempdir().unwrap();
             let url = format!("sqlite://{}?mode=rwc", dir.path().join("gymapi.db").display());
-            (url, Some(dir))
+            (url, Scratch { dir: Some(dir), postgres: None })
         }
     }
 }
@@ -95,8 +122,9 @@ pub struct TestApp {
     /// The server's store: what the settings pages and the CLI clear keys from.
     pub store: std::sync::Arc<dyn gymapi::limits::Store>,
     pub client: reqwest::Client,
-    pub dir: Option<tempfile::TempDir>,
     _server: tokio::task::JoinHandle<()>,
+    /// Last, so that it goes after the connections above.
+    pub scratch: Scratch,
 }
 
 /// A gym with a working live key.
@@ -130,7 +158,7 @@ impl TestApp {
 
     pub async fn spawn_with(configure: impl FnOnce(&mut Config)) -> Self {
         init_logs();
-        let (database_url, dir) = fresh_database().await;
+        let (database_url, scratch) = fresh_database().await;
         let mut config = Config { database_url: database_url.clone(), ..Config::default() };
         if let Some(redis) = std::env::var("TEST_REDIS_URL").ok().filter(|u| !u.is_empty()) {
             config.redis_url = Some(redis);
@@ -156,8 +184,8 @@ impl TestApp {
             redis_prefix: config.redis_prefix.clone(),
             store,
             client: reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap(),
-            dir,
             _server: server,
+            scratch,
         }
     }
 
