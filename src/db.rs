@@ -31,21 +31,22 @@ pub async fn connect(url: &str) -> anyhow::Result<DatabaseConnection> {
     if memory {
         options.max_lifetime(Duration::from_secs(u32::MAX as u64));
     }
+    if sqlite {
+        // Set on every connection the pool opens, not once: `synchronous` and `busy_timeout` are
+        // per-connection settings, and a connection left at SQLite's default `synchronous = FULL`
+        // syncs the log to disk on every commit. WAL lets readers run beside the writer; the busy
+        // timeout waits for the write lock instead of failing.
+        options.map_sqlx_sqlite_opts(|o| {
+            use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+            o.journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .busy_timeout(Duration::from_secs(5))
+                .foreign_keys(true)
+        });
+    }
     let db = Database::connect(options)
         .await
         .with_context(|| format!("cannot connect to the database ({})", redact(url)))?;
-    if sqlite {
-        use sea_orm::ConnectionTrait;
-        // WAL lets readers run beside the writer; a busy timeout waits for the lock instead of failing.
-        for pragma in [
-            "PRAGMA journal_mode = WAL",
-            "PRAGMA busy_timeout = 5000",
-            "PRAGMA synchronous = NORMAL",
-            "PRAGMA foreign_keys = ON",
-        ] {
-            db.execute_unprepared(pragma).await.with_context(|| pragma.to_string())?;
-        }
-    }
     Ok(db)
 }
 
@@ -100,5 +101,31 @@ mod tests {
     fn placeholders_follow_the_backend() {
         assert_eq!(placeholders(DbBackend::Postgres, "a = ? AND b = ?"), "a = $1 AND b = $2");
         assert_eq!(placeholders(DbBackend::Sqlite, "a = ? AND b = ?"), "a = ? AND b = ?");
+    }
+
+    /// Every connection of a SQLite pool syncs in WAL's `NORMAL` mode and enforces foreign keys,
+    /// not only the first: four transactions held at once each hold a connection of their own.
+    #[tokio::test]
+    async fn every_sqlite_connection_gets_the_settings() -> anyhow::Result<()> {
+        use sea_orm::{ConnectionTrait, Statement, TransactionTrait};
+        let dir = tempfile::tempdir()?;
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("gymapi.db").display());
+        let db = connect(&url).await?;
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            held.push(db.begin().await?);
+        }
+        for txn in &held {
+            let pragma = |name: &str| Statement::from_string(DbBackend::Sqlite, format!("PRAGMA {name}"));
+            let value = |row: Option<sea_orm::QueryResult>| -> anyhow::Result<String> {
+                let row = row.context("no row")?;
+                Ok(row.try_get_by_index::<i64>(0).map(|v| v.to_string()).or_else(|_| row.try_get_by_index::<String>(0))?)
+            };
+            assert_eq!(value(txn.query_one(pragma("journal_mode")).await?)?, "wal");
+            assert_eq!(value(txn.query_one(pragma("synchronous")).await?)?, "1", "NORMAL");
+            assert_eq!(value(txn.query_one(pragma("foreign_keys")).await?)?, "1");
+            assert_eq!(value(txn.query_one(pragma("busy_timeout")).await?)?, "5000");
+        }
+        Ok(())
     }
 }
