@@ -119,7 +119,10 @@ mod tests {
             let pragma = |name: &str| Statement::from_string(DbBackend::Sqlite, format!("PRAGMA {name}"));
             let value = |row: Option<sea_orm::QueryResult>| -> anyhow::Result<String> {
                 let row = row.context("no row")?;
-                Ok(row.try_get_by_index::<i64>(0).map(|v| v.to_string()).or_else(|_| row.try_get_by_index::<String>(0))?)
+                Ok(row
+                    .try_get_by_index::<i64>(0)
+                    .map(|v| v.to_string())
+                    .or_else(|_| row.try_get_by_index::<String>(0))?)
             };
             assert_eq!(value(txn.query_one(pragma("journal_mode")).await?)?, "wal");
             assert_eq!(value(txn.query_one(pragma("synchronous")).await?)?, "1", "NORMAL");
