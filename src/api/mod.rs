@@ -79,7 +79,8 @@ where
 const ID_SLOT: Uuid = Uuid::from_u128(0x1d);
 const GYM_SLOT: Uuid = Uuid::from_u128(0x9e);
 
-type FindStatements = HashMap<(std::any::TypeId, bool), (Arc<str>, Arc<[sea_orm::Value]>)>;
+/// Per table and backend: the gym column the statement was built for, its text and its values.
+type FindStatements = HashMap<(std::any::TypeId, bool), (Box<str>, Arc<str>, Arc<[sea_orm::Value]>)>;
 static FIND_STATEMENTS: LazyLock<RwLock<FindStatements>> = LazyLock::new(Default::default);
 
 /// The text and values (with [`ID_SLOT`] and [`GYM_SLOT`] in place) of `find_in_gym`'s statement.
@@ -88,16 +89,21 @@ where
     E: EntityTrait + 'static,
     <E::PrimaryKey as PrimaryKeyTrait>::ValueType: From<Uuid>,
 {
-    use sea_orm::{QuerySelect, QueryTrait};
+    use sea_orm::{IdenStatic, QuerySelect, QueryTrait};
     let key = (std::any::TypeId::of::<E>(), backend == DbBackend::Postgres);
-    if let Some(found) = FIND_STATEMENTS.read().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return found.clone();
+    if let Some((column, sql, values)) = FIND_STATEMENTS.read().unwrap_or_else(|e| e.into_inner()).get(&key)
+        && **column == *gym_column.as_str()
+    {
+        return (sql.clone(), values.clone());
     }
     let built = E::find_by_id(ID_SLOT).filter(gym_column.eq(GYM_SLOT)).limit(1).build(backend);
     let values: Arc<[sea_orm::Value]> = built.values.map(|v| v.0).unwrap_or_default().into();
-    let entry = (Arc::<str>::from(built.sql), values);
-    FIND_STATEMENTS.write().unwrap_or_else(|e| e.into_inner()).insert(key, entry.clone());
-    entry
+    let sql = Arc::<str>::from(built.sql);
+    FIND_STATEMENTS
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, (gym_column.as_str().into(), sql.clone(), values.clone()));
+    (sql, values)
 }
 
 /// How a list of one table is scoped, ordered and counted.
