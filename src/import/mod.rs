@@ -214,11 +214,7 @@ where
                 .into_value()
                 .ok_or_else(|| DbErr::Custom(format!("import row {i} has no value for {}", column.as_str())))?;
             values.push(value);
-            if backend == DbBackend::Postgres {
-                let _ = write!(sql, "{}${}", if j == 0 { "" } else { ", " }, values.len());
-            } else {
-                sql.push_str(if j == 0 { "?" } else { ", ?" });
-            }
+            sql.push_str(if j == 0 { "?" } else { ", ?" });
         }
         sql.push(')');
     }
@@ -228,7 +224,7 @@ where
         names(&mut conflict.into_iter()),
         names(&mut returning.into_iter())
     );
-    db.query_all(Statement::from_sql_and_values(backend, sql, values)).await
+    db.query_all(Statement::from_sql_and_values(backend, placeholders(backend, &sql), values)).await
 }
 
 /// One column of the rows [`insert_new`] returned.
