@@ -62,11 +62,11 @@ where
 {
     let uuid = parse_id(kind, id)?;
     let backend = db.get_database_backend();
-    let (sql, template) = find_statement::<E>(gym_column, backend);
-    let values = template.iter().map(|v| match v {
-        v if *v == ID_SLOT.into() => uuid.into(),
-        v if *v == GYM_SLOT.into() => gym_id.into(),
-        v => v.clone(),
+    let (sql, slots) = find_statement::<E>(gym_column, backend);
+    let values = slots.iter().map(|slot| match slot {
+        Slot::Id => uuid.into(),
+        Slot::Gym => gym_id.into(),
+        Slot::Fixed(v) => v.clone(),
     });
     E::find()
         .from_raw_sql(sea_orm::Statement::from_sql_and_values(backend, sql.to_string(), values))
@@ -79,12 +79,20 @@ where
 const ID_SLOT: Uuid = Uuid::from_u128(0x1d);
 const GYM_SLOT: Uuid = Uuid::from_u128(0x9e);
 
+/// One value of `find_in_gym`'s statement: the request's id, its gym, or one the statement fixes
+/// (the `LIMIT`).
+enum Slot {
+    Id,
+    Gym,
+    Fixed(sea_orm::Value),
+}
+
 /// Per table and backend: the gym column the statement was built for, its text and its values.
-type FindStatements = HashMap<(std::any::TypeId, bool), (Box<str>, Arc<str>, Arc<[sea_orm::Value]>)>;
+type FindStatements = HashMap<(std::any::TypeId, bool), (Box<str>, Arc<str>, Arc<[Slot]>)>;
 static FIND_STATEMENTS: LazyLock<RwLock<FindStatements>> = LazyLock::new(Default::default);
 
-/// The text and values (with [`ID_SLOT`] and [`GYM_SLOT`] in place) of `find_in_gym`'s statement.
-fn find_statement<E>(gym_column: E::Column, backend: DbBackend) -> (Arc<str>, Arc<[sea_orm::Value]>)
+/// The text and values of `find_in_gym`'s statement, the stand-ins found once when it is built.
+fn find_statement<E>(gym_column: E::Column, backend: DbBackend) -> (Arc<str>, Arc<[Slot]>)
 where
     E: EntityTrait + 'static,
     <E::PrimaryKey as PrimaryKeyTrait>::ValueType: From<Uuid>,
@@ -97,7 +105,18 @@ where
         return (sql.clone(), values.clone());
     }
     let built = E::find_by_id(ID_SLOT).filter(gym_column.eq(GYM_SLOT)).limit(1).build(backend);
-    let values: Arc<[sea_orm::Value]> = built.values.map(|v| v.0).unwrap_or_default().into();
+    let (id, gym) = (sea_orm::Value::from(ID_SLOT), sea_orm::Value::from(GYM_SLOT));
+    let values: Arc<[Slot]> = built
+        .values
+        .map(|v| v.0)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|v| match v {
+            v if v == id => Slot::Id,
+            v if v == gym => Slot::Gym,
+            v => Slot::Fixed(v),
+        })
+        .collect();
     let sql = Arc::<str>::from(built.sql);
     FIND_STATEMENTS
         .write()
