@@ -68,11 +68,16 @@ where
         Slot::Gym => gym_id.into(),
         Slot::Fixed(v) => v.clone(),
     });
-    E::find()
-        .from_raw_sql(sea_orm::Statement::from_sql_and_values(backend, sql.to_string(), values))
-        .one(db)
-        .await?
-        .ok_or_else(|| ApiError::not_found(kind, id))
+    // Straight to the model: `E::find().from_raw_sql(..)` would first build, and then drop, the
+    // entity's whole `SELECT` (about a tenth of the request's instructions).
+    <E::Model as sea_orm::FromQueryResult>::find_by_statement(sea_orm::Statement::from_sql_and_values(
+        backend,
+        sql.to_string(),
+        values,
+    ))
+    .one(db)
+    .await?
+    .ok_or_else(|| ApiError::not_found(kind, id))
 }
 
 /// Stand-ins for the id and the gym while `find_in_gym`'s statement is built.
