@@ -166,7 +166,17 @@ impl<'a> Generator<'a> {
                     };
                     let field = rust_field_ident(prop);
                     let doc = describe(&schema);
-                    fields.push(quote! { #[doc = #doc] #[oai(rename = #prop)] pub #field: #ty });
+                    let skip = if !required && nullable {
+                        quote! { skip_serializing_if = "MaybeUndefined::is_undefined", }
+                    } else {
+                        quote! {}
+                    };
+                    fields.push(quote! {
+                        #[doc = #doc]
+                        #[oai(rename = #prop)]
+                        #[serde(rename = #prop, #skip serialize_with = "crate::types::wire::ser")]
+                        pub #field: #ty
+                    });
                 }
                 for r in &obj.required {
                     if !obj.properties.contains_key(r) {
@@ -180,9 +190,15 @@ impl<'a> Generator<'a> {
                 } else {
                     quote! {
                         #[doc = #doc]
-                        #[derive(Object, Clone, Debug, PartialEq)]
+                        #[derive(Object, Clone, Debug, PartialEq, serde::Serialize)]
                         #[oai(rename = #name)]
                         pub struct #ident { #(#fields),* }
+
+                        impl crate::types::wire::Wire for #ident {
+                            fn write<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                                serde::Serialize::serialize(self, s)
+                            }
+                        }
                     }
                 };
                 self.items.insert(name.to_string(), item);
@@ -210,7 +226,7 @@ impl<'a> Generator<'a> {
         for v in values {
             let v = v.as_ref().ok_or_else(|| format!("{pointer}: null enum values are not supported"))?;
             let variant = format_ident!("{}", v.to_upper_camel_case());
-            variants.push(quote! { #[oai(rename = #v)] #variant });
+            variants.push(quote! { #[oai(rename = #v)] #[serde(rename = #v)] #variant });
             as_str.push(quote! { Self::#variant => #v });
         }
         let all = values.iter().flatten().map(|v| {
@@ -222,9 +238,15 @@ impl<'a> Generator<'a> {
             name.to_string(),
             quote! {
                 #[doc = #doc]
-                #[derive(Enum, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+                #[derive(Enum, Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
                 #[oai(rename = #name)]
                 pub enum #ident { #(#variants),* }
+
+                impl crate::types::wire::Wire for #ident {
+                    fn write<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                        serde::Serialize::serialize(self, s)
+                    }
+                }
 
                 impl #ident {
                     /// Every value, in the order of the document.
@@ -457,7 +479,7 @@ impl<'a> Generator<'a> {
             if code == 422 {
                 has_422 = true;
             }
-            variants.push(quote! { #[doc = #doc] #[oai(status = #code)] #variant(Json<#ty>) });
+            variants.push(quote! { #[doc = #doc] #[oai(status = #code)] #variant(crate::types::wire::Json<#ty>) });
         }
         if op.responses.default.is_some() {
             return Err(format!("{pointer}.responses.default is not supported; list every status"));
@@ -466,7 +488,7 @@ impl<'a> Generator<'a> {
             quote! {
                 impl #response_ident {
                     fn bad_request(err: poem::Error) -> Self {
-                        Self::UnprocessableEntity(Json(crate::errors::validation_error_from_parse(&err)))
+                        Self::UnprocessableEntity(crate::types::wire::Json(crate::errors::validation_error_from_parse(&err)))
                     }
                 }
             }

@@ -1,6 +1,6 @@
 //! `Import`: bulk import from a previous gym system; the rules live in `crate::import`.
 
-use poem_openapi::payload::Json;
+use crate::types::wire::Json;
 
 use super::{Handlers, generated::*};
 use crate::{context::RequestContext, errors::ApiError, import};

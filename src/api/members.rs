@@ -1,7 +1,9 @@
 //! `Members`: the one resource an integration writes to.
 
 use entity::member;
-use poem_openapi::{payload::Json, types::MaybeUndefined};
+use poem_openapi::types::MaybeUndefined;
+
+use crate::types::wire::Json;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait, QueryFilter, Set,
     TransactionTrait,

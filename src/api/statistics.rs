@@ -1,9 +1,9 @@
 //! `Statistics`: summary figures of the gym.
 
+use crate::types::wire::Json;
 use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
 use chrono_tz::Tz;
 use entity::purchase;
-use poem_openapi::payload::Json;
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbErr, EntityTrait, FromQueryResult, QueryFilter, QuerySelect, Statement, Value,
     sea_query::Expr,

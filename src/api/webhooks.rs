@@ -1,8 +1,8 @@
 //! `Webhooks`: the gym's deliveries, and sending one again. Sending is `crate::webhooks::dispatch`.
 
+use crate::types::wire::Json;
 use chrono::{DateTime, Utc};
 use entity::webhook_delivery::{self, Column, Entity};
-use poem_openapi::payload::Json;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde::Deserialize;
 
