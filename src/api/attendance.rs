@@ -1,12 +1,12 @@
 //! `Attendance`: check-ins and door access events. `/attendance` and `/access-logs` are one list.
 
-use crate::types::wire::Json;
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use chrono_tz::Tz;
 use entity::attendance;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
 use super::{Handlers, Listing, generated::*, links, list_page, meta};
+use crate::types::wire::Json;
 use crate::{
     context::RequestContext,
     counters,

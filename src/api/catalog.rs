@@ -1,10 +1,10 @@
 //! The read-only catalogues: membership plans, subscription plans, products, and sales.
 
-use crate::types::wire::Json;
 use entity::{membership_plan, product, purchase, subscription_plan};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
 use super::{Handlers, Listing, find_in_gym, generated::*, links, list_page, meta, money};
+use crate::types::wire::Json;
 use crate::{
     context::RequestContext,
     counters,

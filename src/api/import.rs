@@ -1,8 +1,7 @@
 //! `Import`: bulk import from a previous gym system; the rules live in `crate::import`.
 
-use crate::types::wire::Json;
-
 use super::{Handlers, generated::*};
+use crate::types::wire::Json;
 use crate::{context::RequestContext, errors::ApiError, import};
 
 impl Handlers {

@@ -2,8 +2,6 @@
 
 use entity::member;
 use poem_openapi::types::MaybeUndefined;
-
-use crate::types::wire::Json;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait, QueryFilter, Set,
     TransactionTrait,
@@ -12,6 +10,7 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::{Handlers, find_in_gym, generated::*, links, meta};
+use crate::types::wire::Json;
 use crate::{
     accounts::{self, is_unique_violation, new_id, now},
     context::RequestContext,

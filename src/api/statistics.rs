@@ -1,6 +1,5 @@
 //! `Statistics`: summary figures of the gym.
 
-use crate::types::wire::Json;
 use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
 use chrono_tz::Tz;
 use entity::purchase;
@@ -11,6 +10,7 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::{Handlers, generated::*, money};
+use crate::types::wire::Json;
 use crate::{accounts::now, context::RequestContext, counters, db::placeholders, errors::ApiError, types::Date};
 
 #[derive(FromQueryResult)]

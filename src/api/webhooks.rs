@@ -1,12 +1,12 @@
 //! `Webhooks`: the gym's deliveries, and sending one again. Sending is `crate::webhooks::dispatch`.
 
-use crate::types::wire::Json;
 use chrono::{DateTime, Utc};
 use entity::webhook_delivery::{self, Column, Entity};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde::Deserialize;
 
 use super::{Handlers, Listing, find_in_gym, generated::*, links, list_page, meta};
+use crate::types::wire::Json;
 use crate::{
     context::RequestContext,
     errors::ApiError,
