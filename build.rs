@@ -185,6 +185,7 @@ impl<'a> Generator<'a> {
                 }
                 let doc =
                     schema.schema_data.description.clone().unwrap_or_else(|| format!("`{name}` of openapi.yaml."));
+                let wire = wire_impl(&ident);
                 let item = if obj.properties.is_empty() {
                     return Err(format!("{pointer}: an object schema without properties is not supported"));
                 } else {
@@ -194,11 +195,7 @@ impl<'a> Generator<'a> {
                         #[oai(rename = #name)]
                         pub struct #ident { #(#fields),* }
 
-                        impl crate::types::wire::Wire for #ident {
-                            fn write<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                                serde::Serialize::serialize(self, s)
-                            }
-                        }
+                        #wire
                     }
                 };
                 self.items.insert(name.to_string(), item);
@@ -234,6 +231,7 @@ impl<'a> Generator<'a> {
             quote! { Self::#variant }
         });
         let doc = description.map(str::to_string).unwrap_or_else(|| format!("`{name}` of openapi.yaml."));
+        let wire = wire_impl(&ident);
         self.items.insert(
             name.to_string(),
             quote! {
@@ -242,11 +240,7 @@ impl<'a> Generator<'a> {
                 #[oai(rename = #name)]
                 pub enum #ident { #(#variants),* }
 
-                impl crate::types::wire::Wire for #ident {
-                    fn write<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                        serde::Serialize::serialize(self, s)
-                    }
-                }
+                #wire
 
                 impl #ident {
                     /// Every value, in the order of the document.
@@ -587,6 +581,18 @@ fn describe(schema: &ReferenceOr<Schema>) -> String {
     match schema {
         ReferenceOr::Item(s) => s.schema_data.description.clone().unwrap_or_default(),
         ReferenceOr::Reference { reference } => format!("See `{reference}`."),
+    }
+}
+
+/// `types::wire::Wire` for a generated schema or enum: its `serde::Serialize`, whose fields are
+/// written through `Wire` themselves.
+fn wire_impl(ident: &proc_macro2::Ident) -> TokenStream {
+    quote! {
+        impl crate::types::wire::Wire for #ident {
+            fn write<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                serde::Serialize::serialize(self, s)
+            }
+        }
     }
 }
 
