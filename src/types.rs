@@ -74,6 +74,9 @@ impl<T: ToJSON> ToJSON for Nullable<T> {
     }
 }
 
+/// How a [`Date`] is read and written.
+const DATE_FORMAT: &str = "%Y-%m-%d";
+
 /// A calendar date, `YYYY-MM-DD` (OpenAPI `format: date`; poem-openapi's own `NaiveDate` says
 /// `naive-date`, which no client generator knows).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -110,7 +113,7 @@ impl Type for Date {
 impl ParseFromJSON for Date {
     fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
         match value.unwrap_or_default() {
-            Value::String(s) => chrono::NaiveDate::parse_from_str(&s, "%Y-%m-%d")
+            Value::String(s) => chrono::NaiveDate::parse_from_str(&s, DATE_FORMAT)
                 .map(Self)
                 .map_err(|_| ParseError::custom("expected a date, YYYY-MM-DD")),
             other => Err(ParseError::expected_type(other)),
@@ -120,7 +123,7 @@ impl ParseFromJSON for Date {
 
 impl ToJSON for Date {
     fn to_json(&self) -> Option<Value> {
-        Some(Value::String(self.0.format("%Y-%m-%d").to_string()))
+        Some(Value::String(self.0.format(DATE_FORMAT).to_string()))
     }
 }
 
@@ -177,7 +180,7 @@ pub mod wire {
 
     impl Wire for Date {
         fn write<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            s.collect_str(&self.0.format("%Y-%m-%d"))
+            s.collect_str(&self.0.format(super::DATE_FORMAT))
         }
     }
 
@@ -271,16 +274,6 @@ pub mod wire {
                     "response body: {e}"
                 ))),
             }
-        }
-    }
-
-    impl<T: Type + Wire + ToJSON + Send> poem_openapi::ApiResponse for Json<T> {
-        fn meta() -> poem_openapi::registry::MetaResponses {
-            <poem_openapi::payload::Json<T> as poem_openapi::ApiResponse>::meta()
-        }
-
-        fn register(registry: &mut poem_openapi::registry::Registry) {
-            T::register(registry);
         }
     }
 }
