@@ -120,7 +120,7 @@ impl<'a> Generator<'a> {
         }
         let items = self.items.values();
         Ok(quote! {
-            use poem_openapi::{payload::Json, param::{Header, Path, Query}, types::{MaybeUndefined, Email}, ApiResponse, Enum, Object, OpenApi, Tags};
+            use poem_openapi::{param::{Header, Path, Query}, types::{MaybeUndefined, Email}, ApiResponse, Enum, Object, OpenApi, Tags};
             use poem::web::Data;
             use crate::{context::RequestContext, errors::ApiError, types::{Date, Nullable}};
 
@@ -445,7 +445,7 @@ impl<'a> Generator<'a> {
                 .ok_or_else(|| format!("{pointer}.requestBody: only application/json bodies are supported"))?;
             let schema = media.schema.as_ref().ok_or_else(|| format!("{pointer}.requestBody: a schema is required"))?;
             let ty = self.rust_type(schema, &format!("{type_base}Body"), &format!("{pointer}.requestBody"))?;
-            route_args.push(quote! { body: Json<#ty> });
+            route_args.push(quote! { body: crate::types::body::Body<#ty> });
             struct_fields.push(quote! { pub body: #ty });
             struct_init.push(quote! { body: body.0 });
         }

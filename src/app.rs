@@ -188,10 +188,16 @@ async fn route<E: Endpoint>(
                         return ApiError::Validation(errors).as_response();
                     }
                 };
-                if let Err(body_errors) = op.validate_body(content_type.as_deref(), &body) {
-                    for (field, messages) in body_errors.0 {
-                        for m in messages {
-                            errors.add(field.clone(), m);
+                match op.validate_body(content_type.as_deref(), &body) {
+                    // The handler builds its body from this tree instead of parsing it again.
+                    Ok(parsed) => {
+                        req.extensions_mut().insert(crate::types::body::Parsed::new(parsed));
+                    }
+                    Err(body_errors) => {
+                        for (field, messages) in body_errors.0 {
+                            for m in messages {
+                                errors.add(field.clone(), m);
+                            }
                         }
                     }
                 }
