@@ -126,6 +126,19 @@ fn search_condition(backend: DbBackend, term: &str) -> SimpleExpr {
     }
 }
 
+/// The count's `created_at <= as_of`. On PostgreSQL it is written `(...) IS TRUE` (the same
+/// rows: the column is never null), which no index can serve. The plan PostgreSQL caches for the
+/// prepared count after five runs (a generic plan) cannot see the gym, so it takes every gym for
+/// an average one of a few hundred members; offered a range on the `(gym_id, created_at)` index,
+/// it walked the whole gym with it and tested each row: counting `ada` in the 100,000-member gym
+/// took 72 ms that way against 21-32 ms through the trigram index, which it now always uses.
+fn created_by(backend: DbBackend, as_of: chrono::DateTime<chrono::Utc>) -> SimpleExpr {
+    match backend {
+        DbBackend::Postgres => Expr::cust_with_values("(\"members\".\"created_at\" <= $1) IS TRUE", [as_of]),
+        _ => member::Column::CreatedAt.lte(as_of),
+    }
+}
+
 /// `text` as a PostgreSQL string literal: an escape string (`E'...'`) with its backslashes and
 /// quotes doubled, which reads the same whatever `standard_conforming_strings` says. (Terms
 /// cannot hold NUL: the contract refuses it in every parameter.)
@@ -164,7 +177,8 @@ impl MembersApi for Handlers {
         let mut counted = None;
         if let Some(term) = search {
             let matches = search_condition(self.db().get_database_backend(), term);
-            let filtered = select.clone().filter(matches.clone()).filter(member::Column::CreatedAt.lte(page.as_of));
+            let filtered =
+                select.clone().filter(matches.clone()).filter(created_by(self.db().get_database_backend(), page.as_of));
             let total = i64::try_from(filtered.count(self.db()).await?).unwrap_or(i64::MAX);
             counted = Some(total);
             select = if self.db().get_database_backend() == DbBackend::Postgres && total <= FENCE_BELOW {

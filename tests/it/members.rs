@@ -181,6 +181,15 @@ async fn list_is_newest_first_and_filters_by_status_and_search() {
         );
     }
     assert_eq!(r["links"]["prev"], Value::Null);
+
+    // A search walk counts and lists only the members created before it started (`as_of`).
+    let next = r["links"]["next"].as_str().unwrap().to_string();
+    app.post(&gym.live_key, "/members", json!({"first_name": "Alan", "last_name": "Turing"})).await;
+    assert_eq!(app.get(&gym.live_key, "/members?status=active&search=a").await.body["meta"]["total"], 3);
+    let path = next.split("/api/v1").nth(1).unwrap();
+    let second = app.get(&gym.live_key, path).await.body;
+    assert_eq!(second["meta"]["total"], 2, "{second}");
+    assert_eq!(ids_for(&second), vec![ada["id"].clone()]);
 }
 
 #[tokio::test]
