@@ -13,17 +13,27 @@ use super::{
     StoredResponse, retry_after_secs,
 };
 
-/// Sliding logs in a sharded map (each bucket keeps the instants of its counted requests), and
+/// Sliding logs in a sharded map (each bucket keeps the times of its counted requests, in
+/// microseconds since the store was made: 8 bytes each, where an `Instant` takes 16), and
 /// idempotency records with their expiry.
 pub struct MemoryStore {
-    shards: Vec<Mutex<HashMap<String, VecDeque<Instant>>>>,
+    epoch: Instant,
+    shards: Vec<Mutex<HashMap<String, VecDeque<u64>>>>,
     idempotency: Mutex<HashMap<String, (IdempotencyRecord, Instant)>>,
 }
 
 impl Default for MemoryStore {
     fn default() -> Self {
-        Self { shards: (0..32).map(|_| Mutex::new(HashMap::new())).collect(), idempotency: Mutex::new(HashMap::new()) }
+        Self {
+            epoch: Instant::now(),
+            shards: (0..32).map(|_| Mutex::new(HashMap::new())).collect(),
+            idempotency: Mutex::new(HashMap::new()),
+        }
     }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 fn poisoned<T>(_: T) -> StoreError {
@@ -31,7 +41,7 @@ fn poisoned<T>(_: T) -> StoreError {
 }
 
 impl MemoryStore {
-    fn shard(&self, bucket: &str) -> &Mutex<HashMap<String, VecDeque<Instant>>> {
+    fn shard(&self, bucket: &str) -> &Mutex<HashMap<String, VecDeque<u64>>> {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         bucket.hash(&mut h);
@@ -61,23 +71,29 @@ impl Store for MemoryStore {
     }
 
     async fn hit(&self, bucket: &str, policy: RatePolicy) -> Result<Decision, StoreError> {
-        let now = Instant::now();
+        let now = micros(self.epoch.elapsed());
+        let window = micros(policy.window);
         let mut map = self.shard(bucket).lock().map_err(poisoned)?;
         // Forget idle buckets now and then so the map does not grow without bound.
         if map.len() > 10_000 {
-            map.retain(|_, log| log.back().is_some_and(|t| now.duration_since(*t) < policy.window));
+            map.retain(|_, log| log.back().is_some_and(|t| now.saturating_sub(*t) < window));
         }
         let log = map.entry(bucket.to_string()).or_default();
-        while log.front().is_some_and(|t| now.duration_since(*t) >= policy.window) {
+        while log.front().is_some_and(|t| now.saturating_sub(*t) >= window) {
             log.pop_front();
         }
-        let used = log.len() as u32;
+        // A burst (a raised limit) leaves a large log behind; give the memory back once it has
+        // drained to a quarter.
+        if log.capacity() > 1024 && log.len() < log.capacity() / 4 {
+            log.shrink_to(log.len() * 2);
+        }
+        let used = u32::try_from(log.len()).unwrap_or(u32::MAX);
         if used < policy.limit {
             log.push_back(now);
             Ok(Decision { allowed: true, limit: policy.limit, remaining: policy.limit - used - 1, retry_after_secs: 0 })
         } else {
             let oldest = log.front().copied().unwrap_or(now);
-            let wait = policy.window.saturating_sub(now.duration_since(oldest));
+            let wait = Duration::from_micros(window.saturating_sub(now.saturating_sub(oldest)));
             Ok(Decision {
                 allowed: false,
                 limit: policy.limit,
@@ -128,5 +144,33 @@ impl Store for MemoryStore {
 
     fn name(&self) -> &'static str {
         "memory"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_drained_log_gives_its_memory_back_and_the_window_still_holds() {
+        let store = MemoryStore::default();
+        let policy = RatePolicy { limit: 100_000, window: Duration::from_millis(200) };
+        for _ in 0..20_000 {
+            assert!(store.hit("burst", policy).await.unwrap().allowed);
+        }
+        let capacity = |s: &MemoryStore| s.shard("burst").lock().unwrap().get("burst").unwrap().capacity();
+        assert!(capacity(&store) >= 20_000);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let d = store.hit("burst", policy).await.unwrap();
+        assert!(d.allowed);
+        assert_eq!(d.remaining, policy.limit - 1, "the burst left the window");
+        assert!(capacity(&store) < 1_100, "capacity {}", capacity(&store));
+
+        let tight = RatePolicy { limit: 2, window: Duration::from_secs(60) };
+        assert!(store.hit("tight", tight).await.unwrap().allowed);
+        assert!(store.hit("tight", tight).await.unwrap().allowed);
+        let refused = store.hit("tight", tight).await.unwrap();
+        assert!(!refused.allowed);
+        assert_eq!(refused.retry_after_secs, 60);
     }
 }
