@@ -127,6 +127,30 @@ impl ToJSON for Date {
     }
 }
 
+/// `Payload` for a JSON payload type of ours (`wire::Json`, `body::Body`): the content type and
+/// schema of poem-openapi's `Json`, so the emitted document is the same.
+macro_rules! json_payload {
+    ($payload:ident) => {
+        impl<T: poem_openapi::types::Type> poem_openapi::payload::Payload for $payload<T> {
+            const CONTENT_TYPE: &'static str =
+                <poem_openapi::payload::Json<T> as poem_openapi::payload::Payload>::CONTENT_TYPE;
+
+            fn check_content_type(content_type: &str) -> bool {
+                <poem_openapi::payload::Json<T> as poem_openapi::payload::Payload>::check_content_type(content_type)
+            }
+
+            fn schema_ref() -> poem_openapi::registry::MetaSchemaRef {
+                <T as poem_openapi::types::Type>::schema_ref()
+            }
+
+            fn register(registry: &mut poem_openapi::registry::Registry) {
+                <T as poem_openapi::types::Type>::register(registry);
+            }
+        }
+    };
+}
+use json_payload;
+
 /// Writing response bodies straight to bytes, the same as poem-openapi's `ToJSON` would.
 ///
 /// poem-openapi's `Json` first builds a `serde_json::Value` of the whole body and then writes that
@@ -138,7 +162,7 @@ impl ToJSON for Date {
 /// debug builds (every test) each body is also built the old way and the two are compared, so a
 /// difference fails the request that shows it.
 pub mod wire {
-    use poem_openapi::types::{Email, MaybeUndefined, ToJSON, Type};
+    use poem_openapi::types::{Email, MaybeUndefined, ToJSON};
     use serde::{Serialize, Serializer};
 
     use super::{Date, Nullable};
@@ -240,22 +264,7 @@ pub mod wire {
     #[derive(Debug)]
     pub struct Json<T>(pub T);
 
-    impl<T: Type> poem_openapi::payload::Payload for Json<T> {
-        const CONTENT_TYPE: &'static str =
-            <poem_openapi::payload::Json<T> as poem_openapi::payload::Payload>::CONTENT_TYPE;
-
-        fn check_content_type(content_type: &str) -> bool {
-            <poem_openapi::payload::Json<T> as poem_openapi::payload::Payload>::check_content_type(content_type)
-        }
-
-        fn schema_ref() -> poem_openapi::registry::MetaSchemaRef {
-            T::schema_ref()
-        }
-
-        fn register(registry: &mut poem_openapi::registry::Registry) {
-            T::register(registry);
-        }
-    }
+    super::json_payload!(Json);
 
     impl<T: Wire + ToJSON + Send> poem::IntoResponse for Json<T> {
         fn into_response(self) -> poem::Response {
@@ -292,7 +301,7 @@ pub mod body {
     use poem_openapi::{
         error::ParseRequestPayloadError,
         payload::{ParsePayload, Payload},
-        types::{ParseFromJSON, Type},
+        types::ParseFromJSON,
     };
     use serde_json::Value;
 
@@ -314,21 +323,7 @@ pub mod body {
     #[derive(Debug)]
     pub struct Body<T>(pub T);
 
-    impl<T: Type> Payload for Body<T> {
-        const CONTENT_TYPE: &'static str = <poem_openapi::payload::Json<T> as Payload>::CONTENT_TYPE;
-
-        fn check_content_type(content_type: &str) -> bool {
-            <poem_openapi::payload::Json<T> as Payload>::check_content_type(content_type)
-        }
-
-        fn schema_ref() -> poem_openapi::registry::MetaSchemaRef {
-            T::schema_ref()
-        }
-
-        fn register(registry: &mut poem_openapi::registry::Registry) {
-            T::register(registry);
-        }
-    }
+    super::json_payload!(Body);
 
     impl<T: ParseFromJSON> ParsePayload for Body<T> {
         const IS_REQUIRED: bool = T::IS_REQUIRED;

@@ -176,12 +176,12 @@ impl MembersApi for Handlers {
         }
         let mut counted = None;
         if let Some(term) = search {
-            let matches = search_condition(self.db().get_database_backend(), term);
-            let filtered =
-                select.clone().filter(matches.clone()).filter(created_by(self.db().get_database_backend(), page.as_of));
+            let backend = self.db().get_database_backend();
+            let matches = search_condition(backend, term);
+            let filtered = select.clone().filter(matches.clone()).filter(created_by(backend, page.as_of));
             let total = i64::try_from(filtered.count(self.db()).await?).unwrap_or(i64::MAX);
             counted = Some(total);
-            select = if self.db().get_database_backend() == DbBackend::Postgres && total <= FENCE_BELOW {
+            select = if backend == DbBackend::Postgres && total <= FENCE_BELOW {
                 // Few matches: left to itself PostgreSQL walks the created_at index testing every
                 // row; fenced (`OFFSET 0` stops it from flattening the subquery), the trigram index
                 // finds the matches first and only those are sorted. Many matches: the index walk
