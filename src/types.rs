@@ -306,7 +306,7 @@ pub mod body {
     use serde_json::Value;
 
     /// The body the gate parsed, for the handler to take (once).
-    #[derive(Clone, Default)]
+    #[derive(Clone)]
     pub struct Parsed(Arc<Mutex<Option<Value>>>);
 
     impl Parsed {

@@ -206,17 +206,28 @@ where
     };
     let backend = db.get_database_backend();
     let numbered = backend == DbBackend::Postgres;
-    let mut values: Vec<sea_orm::Value> = Vec::with_capacity(models.len() * columns.len());
-    // Per column: the parameter number every row names, where the value is the same in every row.
+    // Each row's values, taken out of its model (not cloned).
+    let mut rows: Vec<Vec<sea_orm::Value>> = Vec::with_capacity(models.len());
+    for (i, mut model) in models.into_iter().enumerate() {
+        let row = columns
+            .iter()
+            .map(|column| {
+                model
+                    .take(*column)
+                    .into_value()
+                    .ok_or_else(|| DbErr::Custom(format!("import row {i} has no value for {}", column.as_str())))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.push(row);
+    }
+    let mut values: Vec<sea_orm::Value> = Vec::with_capacity(rows.len() * columns.len());
+    // Per column: the parameter number every row names, where every row has the first row's value.
     let mut shared: Vec<Option<usize>> = vec![None; columns.len()];
-    if numbered && models.len() > 1 {
-        for (j, column) in columns.iter().enumerate() {
-            let value = first.get(*column);
-            if models.iter().all(|m| m.get(*column) == value)
-                && let Some(value) = value.into_value()
-            {
-                values.push(value);
-                shared[j] = Some(values.len());
+    if numbered && rows.len() > 1 {
+        for (j, number) in shared.iter_mut().enumerate() {
+            if rows.iter().all(|row| row[j] == rows[0][j]) {
+                values.push(rows[0][j].clone());
+                *number = Some(values.len());
             }
         }
     }
@@ -225,19 +236,15 @@ where
         sea_orm::EntityName::table_name(&<A::Entity as Default>::default()),
         names(&mut columns.iter().copied())
     );
-    for (i, mut model) in models.into_iter().enumerate() {
+    for (i, row) in rows.into_iter().enumerate() {
         sql.push_str(if i == 0 { "(" } else { ", (" });
-        for (j, column) in columns.iter().enumerate() {
+        for (j, value) in row.into_iter().enumerate() {
             if j > 0 {
                 sql.push_str(", ");
             }
             let number = match shared[j] {
                 Some(n) => n,
                 None => {
-                    let value = model
-                        .take(*column)
-                        .into_value()
-                        .ok_or_else(|| DbErr::Custom(format!("import row {i} has no value for {}", column.as_str())))?;
                     values.push(value);
                     values.len()
                 }
