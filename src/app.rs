@@ -30,7 +30,8 @@ use sha2::{Digest, Sha256};
 /// Everything a request may need, shared by all of them.
 #[derive(Clone)]
 pub struct AppState {
-    pub db: DatabaseConnection,
+    /// sea-orm's connection, with a pool of its own for single statements on PostgreSQL.
+    pub db: crate::db::Db,
     pub config: Arc<Config>,
     pub contract: Arc<Contract>,
     pub last_used: Arc<LastUsed>,
@@ -47,7 +48,7 @@ impl AppState {
     pub async fn new(db: DatabaseConnection, config: Config) -> anyhow::Result<Self> {
         let store = crate::limits::connect(&config).await?;
         Ok(Self {
-            db,
+            db: crate::db::Db::new(db),
             config: Arc::new(config),
             contract: Contract::embedded()?,
             last_used: Arc::new(LastUsed::default()),
@@ -61,9 +62,9 @@ impl AppState {
     /// to `gymapi worker` processes) and the flusher of key usage counts.
     pub fn start_background(&self) -> anyhow::Result<()> {
         if self.config.webhook_dispatch {
-            crate::webhooks::dispatch::spawn(self.db.clone(), &self.config, self.webhooks.clone())?;
+            crate::webhooks::dispatch::spawn(self.db.orm().clone(), &self.config, self.webhooks.clone())?;
         }
-        self.usage.clone().spawn_flusher(self.db.clone());
+        self.usage.clone().spawn_flusher(self.db.orm().clone());
         Ok(())
     }
 }

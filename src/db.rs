@@ -1,10 +1,15 @@
 //! Database connection and migrations (SQLite or PostgreSQL, chosen by URL).
 
-use std::time::Duration;
+mod statements;
+
+use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use migration::{Migrator, MigratorTrait};
-use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbBackend};
+use sea_orm::{
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, DbErr, ExecResult, QueryResult, Statement,
+};
+pub use statements::StatementPool;
 
 /// Connects to `url`. An in-memory SQLite database keeps exactly one connection (each connection
 /// would otherwise see its own empty database).
@@ -48,6 +53,82 @@ pub async fn connect(url: &str) -> anyhow::Result<DatabaseConnection> {
         .await
         .with_context(|| format!("cannot connect to the database ({})", redact(url)))?;
     Ok(db)
+}
+
+/// The database as the API's handlers use it: sea-orm's pool for transactions and writes, and on
+/// PostgreSQL a [`StatementPool`] for the queries run outside a transaction, which hands a
+/// connection back without sqlx's extra round trip. Everything else of sea-orm's connection is
+/// reached through `Deref`.
+#[derive(Clone)]
+pub struct Db {
+    orm: DatabaseConnection,
+    statements: Option<Arc<StatementPool>>,
+}
+
+impl Db {
+    /// Wraps sea-orm's connection; on PostgreSQL the statement pool connects with its options and
+    /// has as many connections at most. Needs a Tokio runtime (the pool closes idle connections in
+    /// a task of its own).
+    pub fn new(orm: DatabaseConnection) -> Self {
+        let statements = match &orm {
+            DatabaseConnection::SqlxPostgresPoolConnection(_) => {
+                let pool = orm.get_postgres_connection_pool();
+                Some(StatementPool::new((*pool.connect_options()).clone(), pool.options()))
+            }
+            _ => None,
+        };
+        Self { orm, statements }
+    }
+
+    pub fn orm(&self) -> &DatabaseConnection {
+        &self.orm
+    }
+
+    /// The statement pool, on PostgreSQL.
+    pub fn statements(&self) -> Option<&StatementPool> {
+        self.statements.as_deref()
+    }
+}
+
+impl std::ops::Deref for Db {
+    type Target = DatabaseConnection;
+
+    fn deref(&self) -> &DatabaseConnection {
+        &self.orm
+    }
+}
+
+#[async_trait::async_trait]
+impl ConnectionTrait for Db {
+    fn get_database_backend(&self) -> DbBackend {
+        self.orm.get_database_backend()
+    }
+
+    async fn execute(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
+        self.orm.execute(stmt).await
+    }
+
+    async fn execute_unprepared(&self, sql: &str) -> Result<ExecResult, DbErr> {
+        self.orm.execute_unprepared(sql).await
+    }
+
+    async fn query_one(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
+        match &self.statements {
+            Some(pool) => pool.query_one(stmt).await,
+            None => self.orm.query_one(stmt).await,
+        }
+    }
+
+    async fn query_all(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
+        match &self.statements {
+            Some(pool) => pool.query_all(stmt).await,
+            None => self.orm.query_all(stmt).await,
+        }
+    }
+
+    fn support_returning(&self) -> bool {
+        self.orm.support_returning()
+    }
 }
 
 /// Applies pending migrations.

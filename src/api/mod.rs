@@ -34,7 +34,7 @@ impl Handlers {
         Self { state }
     }
 
-    fn db(&self) -> &sea_orm::DatabaseConnection {
+    fn db(&self) -> &crate::db::Db {
         &self.state.db
     }
 }

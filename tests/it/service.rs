@@ -1,5 +1,7 @@
 //! What every response carries, and the operational endpoints.
 
+use sea_orm::ConnectionTrait;
+
 use crate::common::TestApp;
 
 #[tokio::test]
@@ -31,4 +33,36 @@ async fn health_and_readiness_are_outside_the_api_and_need_no_key() {
     let unknown = app.raw(reqwest::Method::GET, "/nowhere").send().await.unwrap();
     assert_eq!(unknown.status(), 404);
     assert!(unknown.headers()["content-type"].to_str().unwrap().starts_with("application/json"));
+}
+
+/// Reads keep answering when PostgreSQL closes the server's connections (a restart, an operator, an
+/// idle timeout on the way): the dead connection is noticed on its next statement, and the read
+/// runs again on a new one instead of failing the request.
+#[tokio::test]
+async fn reads_survive_the_database_closing_the_servers_connections() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Restarts").await;
+    let member = app.member(&gym.live_key, "Ada", "Lovelace").await;
+    let path = format!("/members/{}", member["id"].as_str().unwrap());
+    assert_eq!(app.get(&gym.live_key, &path).await.status, 200);
+    assert_eq!(app.get(&gym.live_key, "/members").await.status, 200);
+    if !crate::common::on_postgres() {
+        return;
+    }
+    let terminated = app
+        .db
+        .query_all(sea_orm::Statement::from_string(
+            sea_orm::DbBackend::Postgres,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        ))
+        .await
+        .unwrap();
+    assert!(!terminated.is_empty(), "the server's connections were open");
+    let again = app.get(&gym.live_key, &path).await;
+    assert_eq!(again.status, 200, "{:?}", again.body);
+    assert_eq!(again.body["id"], member["id"]);
+    let list = app.get(&gym.live_key, "/members").await;
+    assert_eq!(list.status, 200, "{:?}", list.body);
+    assert_eq!(list.body["meta"]["total"], 1);
 }
