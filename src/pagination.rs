@@ -6,8 +6,8 @@
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
-    QueryTrait, Select,
+    ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, Order, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect, QueryTrait, Select,
 };
 
 use crate::{context::RequestContext, errors::ApiError};
@@ -90,6 +90,11 @@ impl Page {
     /// records created at or before `as_of`. `known_total` skips the count when the caller has it
     /// (from the gym's counters).
     ///
+    /// A page past the middle is read from the other end: oldest first, skipping the records
+    /// after it, then turned round. The exact total says where the page starts counted from
+    /// either end, so no page skips more than half of the records (the last page of 100,000
+    /// members skips none instead of 99,975).
+    ///
     /// On PostgreSQL a deep page is found in two steps of one statement: the ids of the page,
     /// skipping the records before it along the `(gym_id, order, id)` index alone, then those
     /// records by primary key. Skipping whole rows instead reads every skipped record from the
@@ -115,26 +120,54 @@ impl Page {
             Some(n) => n,
             None => i64::try_from(select.clone().count(db).await?).unwrap_or(i64::MAX),
         };
-        let offset = self.offset();
-        if offset >= self.total.max(0) as u64 {
+        let Some(window) = Window::of(self.offset(), self.per_page.max(1) as u64, self.total.max(0) as u64) else {
             return Ok(Vec::new());
-        }
-        let limit = self.per_page as u64;
-        let page = if offset >= DEFERRED_FROM && db.get_database_backend() == DbBackend::Postgres {
+        };
+        let direction = if window.newest_first { Order::Desc } else { Order::Asc };
+        let page = if window.skip >= DEFERRED_FROM && db.get_database_backend() == DbBackend::Postgres {
             let ids = select
                 .clone()
                 .select_only()
                 .column(id)
-                .order_by_desc(order)
-                .order_by_desc(id)
-                .offset(offset)
-                .limit(limit)
+                .order_by(order, direction.clone())
+                .order_by(id, direction.clone())
+                .offset(window.skip)
+                .limit(window.take)
                 .into_query();
             select.filter(id.in_subquery(ids))
         } else {
-            select.offset(offset).limit(limit)
+            select.offset(window.skip).limit(window.take)
         };
-        Ok(page.order_by_desc(order).order_by_desc(id).all(db).await?)
+        let mut rows = page.order_by(order, direction.clone()).order_by(id, direction).all(db).await?;
+        if !window.newest_first {
+            rows.reverse();
+        }
+        Ok(rows)
+    }
+}
+
+/// Where a page's records are read from: `skip` records, then `take`, counted from the newest end
+/// or from the oldest, whichever skips fewer.
+#[derive(Debug, PartialEq, Eq)]
+struct Window {
+    skip: u64,
+    take: u64,
+    newest_first: bool,
+}
+
+impl Window {
+    /// The page of `per_page` records after the `offset` newest of `total`; `None` past the end.
+    fn of(offset: u64, per_page: u64, total: u64) -> Option<Self> {
+        if offset >= total {
+            return None;
+        }
+        let end = offset.saturating_add(per_page).min(total);
+        let from_oldest = total - end;
+        Some(if from_oldest < offset {
+            Self { skip: from_oldest, take: end - offset, newest_first: false }
+        } else {
+            Self { skip: offset, take: end - offset, newest_first: true }
+        })
     }
 }
 
@@ -161,5 +194,20 @@ mod tests {
         assert_eq!((p.last_page(), p.next(), p.prev(), p.range()), (1, None, None, (None, None)));
         let p = page(1, 100, i64::MAX);
         assert_eq!(p.next(), Some(2));
+    }
+
+    #[test]
+    fn pages_past_the_middle_are_read_from_the_oldest_end() {
+        let w = |skip, take, newest_first| Some(Window { skip, take, newest_first });
+        // 10 records, 3 a page: pages [0..3) [3..6) [6..9) [9..10) counted from the newest.
+        assert_eq!(Window::of(0, 3, 10), w(0, 3, true));
+        assert_eq!(Window::of(3, 3, 10), w(3, 3, true), "4 after it, 3 before: from the newest");
+        assert_eq!(Window::of(6, 3, 10), w(1, 3, false), "1 older record to skip");
+        assert_eq!(Window::of(9, 3, 10), w(0, 1, false), "the last page holds one record");
+        assert_eq!(Window::of(10, 3, 10), None);
+        assert_eq!(Window::of(0, 25, 0), None);
+        // The last page of 100,000 members skips nothing.
+        assert_eq!(Window::of(99_975, 25, 100_000), w(0, 25, false));
+        assert_eq!(Window::of(u64::MAX - 1, 100, u64::MAX), w(0, 1, false));
     }
 }

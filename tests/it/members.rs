@@ -267,8 +267,8 @@ async fn walking_links_next_sees_each_member_exactly_once() {
     created.reverse();
     assert_eq!(seen, created, "newest first, every member once");
 
-    // Past the first 1,000 records a page is found by its ids first on PostgreSQL: the same
-    // records, in the same order, on either side of that line. The late comers come first (newest).
+    // Pages past the middle are read from the oldest end and turned round: the same records, in
+    // the same order, on either side of the middle. The late comers come first (newest).
     let shallow = app.get(&gym.live_key, "/members?per_page=100&page=10").await.body;
     let deep = app.get(&gym.live_key, "/members?per_page=100&page=11").await.body;
     let late = deep["meta"]["total"].as_u64().unwrap() as usize - n;
@@ -278,6 +278,41 @@ async fn walking_links_next_sees_each_member_exactly_once() {
     assert!(late > 0);
     assert_eq!(ids(&shallow), created[900 - late..1000 - late]);
     assert_eq!(ids(&deep), created[1000 - late..], "page 11 holds the oldest members, oldest last");
+}
+
+/// Every page of a long list holds the records its position says, whichever end it is read from
+/// and however it is found (directly, or by its ids first past 1,000 skipped records on
+/// PostgreSQL): the pages together are the whole list once, newest first, ties (a batch's shared
+/// creation time) broken by id.
+#[tokio::test]
+async fn every_page_of_a_long_list_holds_its_own_records() {
+    let app = TestApp::spawn_with(|c| c.rate_limit_per_minute = 1_000_000).await;
+    let gym = app.gym("Long").await;
+    let n = 2_600;
+    for start in (0..n).step_by(500) {
+        let rows: Vec<Value> = (start..(start + 500).min(n))
+            .map(|i| json!({"legacy_id": format!("L{i}"), "first_name": format!("L{i}"), "last_name": "Long"}))
+            .collect();
+        let r = app.post(&gym.live_key, "/import/members", json!({ "rows": rows })).await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+    }
+    let first = app.get(&gym.live_key, "/members?per_page=100").await.body;
+    let as_of = first["links"]["next"].as_str().unwrap().split("as_of=").nth(1).unwrap().split('&').next().unwrap();
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for page in 1..=26 {
+        let r = app.get(&gym.live_key, &format!("/members?per_page=100&page={page}&as_of={as_of}")).await.body;
+        let data = r["data"].as_array().unwrap();
+        assert_eq!(data.len(), 100, "page {page}");
+        assert_eq!(r["meta"]["from"], (page - 1) * 100 + 1);
+        seen.extend(data.iter().map(|m| (m["created_at"].as_str().unwrap().into(), m["id"].as_str().unwrap().into())));
+    }
+    let unique: HashSet<&String> = seen.iter().map(|(_, id)| id).collect();
+    assert_eq!(unique.len(), n, "a member was listed twice or missed");
+    let parse = |t: &str| chrono::DateTime::parse_from_rfc3339(t).unwrap();
+    for (i, pair) in seen.windows(2).enumerate() {
+        let (a, b) = (&pair[0], &pair[1]);
+        assert!((parse(&a.0), &a.1) > (parse(&b.0), &b.1), "records {i} and {} are out of order", i + 1);
+    }
 }
 
 /// The totals from the gym's counters equal a real count, through creates, status changes and
