@@ -41,6 +41,8 @@ pub struct AppState {
     pub webhooks: Arc<tokio::sync::Notify>,
     /// Requests per key per day, counted in memory (see `usage`).
     pub usage: Arc<crate::usage::Usage>,
+    /// Keys being resolved from the database, shared by the requests that wait for them.
+    pub resolutions: Arc<auth::Resolutions>,
 }
 
 impl AppState {
@@ -55,6 +57,7 @@ impl AppState {
             store,
             webhooks: Arc::new(tokio::sync::Notify::new()),
             usage: Arc::new(crate::usage::Usage::default()),
+            resolutions: Arc::new(auth::Resolutions::default()),
         })
     }
 
@@ -136,10 +139,11 @@ async fn gate<E: Endpoint>(next: Arc<E>, req: Request, state: AppState) -> poem:
     let key = auth::key_from_headers(req.headers());
     let policy = RatePolicy::per_minute(state.config.rate_limit_per_minute);
     let now = crate::accounts::now();
-    let (tenant, decision) = match auth::admit(&state.db, &*state.store, key.as_deref(), policy, now).await {
-        Ok(admitted) => admitted,
-        Err(e) => return Ok(e.as_response()),
-    };
+    let (tenant, decision) =
+        match auth::admit(&state.db, &*state.store, &state.resolutions, key.as_deref(), policy, now).await {
+            Ok(admitted) => admitted,
+            Err(e) => return Ok(e.as_response()),
+        };
     state.last_used.touch(&state.db, tenant.key_id);
     state.usage.record(tenant.owner_gym_id, tenant.key_id);
     let mut response = if decision.allowed {

@@ -102,7 +102,7 @@ pub const GRANT_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A resolved key as the key cache keeps it: the tenant, and until when that answer holds (the
 /// key's retirement or the end of a grace period, whichever comes first).
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Grant {
     tenant: Tenant,
     valid_until: Option<DateTime<Utc>>,
@@ -116,6 +116,7 @@ struct Grant {
 pub async fn admit(
     db: &DatabaseConnection,
     store: &dyn Store,
+    resolutions: &Resolutions,
     key: Option<&str>,
     policy: RatePolicy,
     now: DateTime<Utc>,
@@ -135,7 +136,11 @@ pub async fn admit(
             Some(Decision::fail_open(policy))
         }
     };
-    let grant = resolve(db, env, &fp, now).await?;
+    let grant = {
+        let db = db.clone();
+        let fingerprint = fp.clone();
+        resolutions.once(&fp, async move { resolve(&db, env, &fingerprint, now).await }).await?
+    };
     if let Some(decision) = counted {
         return Ok((grant.tenant, decision));
     }
@@ -152,6 +157,75 @@ pub async fn admit(
         }
     };
     Ok((grant.tenant, decision))
+}
+
+/// Keys being resolved from the database, one query per key at a time: requests that arrive
+/// together with a key the key cache does not hold (a cold start, a grant just expired, and every
+/// request on the embedded default, which keeps no key cache) share the answer of the one query
+/// under way instead of each sending its own. The answer is as fresh as that query.
+#[derive(Default)]
+pub struct Resolutions {
+    running: std::sync::Mutex<std::collections::HashMap<String, SharedResolution>>,
+}
+
+type SharedResolution = futures_util::future::Shared<futures_util::future::BoxFuture<'static, Result<Grant, Refusal>>>;
+
+/// What a shared resolution can answer besides a grant (errors are not `Clone`).
+#[derive(Clone, Debug)]
+enum Refusal {
+    Unauthorized,
+    PaymentRequired,
+    Forbidden(String),
+    Failed(String),
+}
+
+impl From<ApiError> for Refusal {
+    fn from(e: ApiError) -> Self {
+        match e {
+            ApiError::Unauthorized => Self::Unauthorized,
+            ApiError::PaymentRequired => Self::PaymentRequired,
+            ApiError::Forbidden(m) => Self::Forbidden(m),
+            other => Self::Failed(format!("{other:#}")),
+        }
+    }
+}
+
+impl From<Refusal> for ApiError {
+    fn from(r: Refusal) -> Self {
+        match r {
+            Refusal::Unauthorized => Self::Unauthorized,
+            Refusal::PaymentRequired => Self::PaymentRequired,
+            Refusal::Forbidden(m) => Self::Forbidden(m),
+            Refusal::Failed(m) => Self::Internal(anyhow::anyhow!("resolving an API key: {m}")),
+        }
+    }
+}
+
+impl Resolutions {
+    /// The answer of `resolution` for the key with this fingerprint, or of the one already under
+    /// way for it.
+    async fn once(
+        &self,
+        fingerprint: &str,
+        resolution: impl std::future::Future<Output = Result<Grant, ApiError>> + Send + 'static,
+    ) -> Result<Grant, ApiError> {
+        use futures_util::FutureExt as _;
+        let shared = {
+            let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+            running
+                .entry(fingerprint.to_string())
+                .or_insert_with(|| resolution.map(|r| r.map_err(Refusal::from)).boxed().shared())
+                .clone()
+        };
+        let answer = shared.clone().await;
+        // The first request to see the answer takes it off the list (unless a newer resolution
+        // has replaced it), so the next miss asks the database again.
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        if running.get(fingerprint).is_some_and(|r| r.ptr_eq(&shared)) {
+            running.remove(fingerprint);
+        }
+        answer.map_err(ApiError::from)
+    }
 }
 
 /// Drops the cached grants of these keys (by fingerprint). The database change is already committed
@@ -283,6 +357,59 @@ mod tests {
         ] {
             assert_eq!(parse_key(k), None, "{k}");
         }
+    }
+
+    /// Requests that miss the key cache together share one database query for their key; once
+    /// answered, the next miss asks again.
+    #[tokio::test]
+    async fn concurrent_misses_of_a_key_share_one_resolution() {
+        use std::sync::{
+            Arc,
+            atomic::{AtomicUsize, Ordering},
+        };
+        let resolutions = Arc::new(Resolutions::default());
+        let queries = Arc::new(AtomicUsize::new(0));
+        let grant = Grant {
+            tenant: Tenant {
+                gym_id: Uuid::now_v7(),
+                owner_gym_id: Uuid::now_v7(),
+                key_id: Uuid::now_v7(),
+                environment: Environment::Live,
+                timezone: "UTC".into(),
+            },
+            valid_until: None,
+        };
+        let ask = |fingerprint: &'static str| {
+            let (resolutions, queries, grant) = (resolutions.clone(), queries.clone(), grant.clone());
+            tokio::spawn(async move {
+                let query = async move {
+                    queries.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    Ok(grant)
+                };
+                resolutions.once(fingerprint, query).await
+            })
+        };
+        let waiting: Vec<_> = (0..32).map(|_| ask("a")).collect();
+        let other = ask("b");
+        for w in waiting {
+            assert_eq!(w.await.unwrap().unwrap().tenant, grant.tenant);
+        }
+        other.await.unwrap().unwrap();
+        assert_eq!(queries.load(Ordering::SeqCst), 2, "one query for each of the two keys");
+        ask("a").await.unwrap().unwrap();
+        assert_eq!(queries.load(Ordering::SeqCst), 3, "a later miss asks the database again");
+        assert!(resolutions.running.lock().unwrap().is_empty());
+    }
+
+    /// A refusal is shared like a grant, with its kind.
+    #[tokio::test]
+    async fn a_shared_refusal_keeps_its_kind() {
+        let resolutions = Resolutions::default();
+        let refused = resolutions.once("k", async { Err(ApiError::Forbidden("no API".into())) }).await;
+        assert!(matches!(refused, Err(ApiError::Forbidden(m)) if m == "no API"));
+        let unknown = resolutions.once("k", async { Err(ApiError::Unauthorized) }).await;
+        assert!(matches!(unknown, Err(ApiError::Unauthorized)));
     }
 
     #[test]
