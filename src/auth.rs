@@ -136,11 +136,12 @@ pub async fn admit(
             Some(Decision::fail_open(policy))
         }
     };
-    let grant = {
-        let db = db.clone();
-        let fingerprint = fp.clone();
-        resolutions.once(&fp, async move { resolve(&db, env, &fingerprint, now).await }).await?
-    };
+    let grant = resolutions
+        .once(&fp, || {
+            let (db, fingerprint) = (db.clone(), fp.clone());
+            async move { resolve(&db, env, &fingerprint, now).await }
+        })
+        .await?;
     if let Some(decision) = counted {
         return Ok((grant.tenant, decision));
     }
@@ -202,19 +203,18 @@ impl From<Refusal> for ApiError {
 }
 
 impl Resolutions {
-    /// The answer of `resolution` for the key with this fingerprint, or of the one already under
-    /// way for it.
-    async fn once(
-        &self,
-        fingerprint: &str,
-        resolution: impl std::future::Future<Output = Result<Grant, ApiError>> + Send + 'static,
-    ) -> Result<Grant, ApiError> {
+    /// The answer of the resolution under way for the key with this fingerprint, or of the one
+    /// `resolution` starts when there is none.
+    async fn once<F>(&self, fingerprint: &str, resolution: impl FnOnce() -> F) -> Result<Grant, ApiError>
+    where
+        F: std::future::Future<Output = Result<Grant, ApiError>> + Send + 'static,
+    {
         use futures_util::FutureExt as _;
         let shared = {
             let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
             running
                 .entry(fingerprint.to_string())
-                .or_insert_with(|| resolution.map(|r| r.map_err(Refusal::from)).boxed().shared())
+                .or_insert_with(|| resolution().map(|r| r.map_err(Refusal::from)).boxed().shared())
                 .clone()
         };
         let answer = shared.clone().await;
@@ -387,7 +387,7 @@ mod tests {
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                     Ok(grant)
                 };
-                resolutions.once(fingerprint, query).await
+                resolutions.once(fingerprint, || query).await
             })
         };
         let waiting: Vec<_> = (0..32).map(|_| ask("a")).collect();
@@ -406,9 +406,9 @@ mod tests {
     #[tokio::test]
     async fn a_shared_refusal_keeps_its_kind() {
         let resolutions = Resolutions::default();
-        let refused = resolutions.once("k", async { Err(ApiError::Forbidden("no API".into())) }).await;
+        let refused = resolutions.once("k", || async { Err(ApiError::Forbidden("no API".into())) }).await;
         assert!(matches!(refused, Err(ApiError::Forbidden(m)) if m == "no API"));
-        let unknown = resolutions.once("k", async { Err(ApiError::Unauthorized) }).await;
+        let unknown = resolutions.once("k", || async { Err(ApiError::Unauthorized) }).await;
         assert!(matches!(unknown, Err(ApiError::Unauthorized)));
     }
 
