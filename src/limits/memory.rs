@@ -190,7 +190,8 @@ mod tests {
     #[tokio::test]
     async fn a_burst_keeps_one_entry_per_millisecond_and_gives_its_memory_back() {
         let store = MemoryStore::default();
-        let policy = RatePolicy { limit: 50_000, window: Duration::from_millis(400) };
+        // A window far longer than the burst takes, even in a debug build on a busy machine.
+        let policy = RatePolicy { limit: 50_000, window: Duration::from_secs(2) };
         let started = Instant::now();
         for _ in 0..50_000 {
             assert!(store.hit("burst", policy).await.unwrap().allowed);
@@ -198,12 +199,12 @@ mod tests {
         let elapsed = millis(started.elapsed());
         let refused = store.hit("burst", policy).await.unwrap();
         assert!(!refused.allowed, "the 50,001st request of the window is refused");
-        assert_eq!(refused.retry_after_secs, 1);
+        assert!((1..=2).contains(&refused.retry_after_secs), "{}", refused.retry_after_secs);
         let (len, _) = entries(&store, "burst");
         assert!(len as u64 <= elapsed + 2, "{len} entries for a burst of {elapsed} ms");
         assert!(len < 50_000, "{len} entries for 50,000 requests");
 
-        tokio::time::sleep(Duration::from_millis(450)).await;
+        tokio::time::sleep(Duration::from_millis(2_050)).await;
         let d = store.hit("burst", policy).await.unwrap();
         assert!(d.allowed);
         assert_eq!(d.remaining, policy.limit - 1, "the burst left the window");
