@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, sync::Arc};
 
 use anyhow::{Context as _, anyhow, bail};
 use jsonschema::{
-    JsonType, Validator,
+    JsonType, Validator, ValidatorMap,
     error::{TypeKind, ValidationErrorKind},
 };
 use poem::http::{HeaderMap, Method};
@@ -35,12 +35,14 @@ enum Scalar {
     Boolean,
 }
 
-struct ParamSpec {
+/// A parameter; `V` is its schema's validator (while the document is read, the schema's name in
+/// the [`SchemaSet`]).
+struct ParamSpec<V = Validator> {
     name: String,
     location: ParamLocation,
     required: bool,
     scalar: Scalar,
-    validator: Validator,
+    validator: V,
 }
 
 enum Segment {
@@ -48,8 +50,8 @@ enum Segment {
     Param,
 }
 
-/// One operation of the document.
-pub struct Operation {
+/// One operation of the document; `V` as in [`ParamSpec`].
+pub struct Operation<V = Validator> {
     pub id: String,
     pub method: Method,
     /// The path template, e.g. `/members/{id}`.
@@ -57,8 +59,8 @@ pub struct Operation {
     /// `x-idempotent: true`: the `Idempotency-Key` replay rules apply.
     pub idempotent: bool,
     segments: Vec<Segment>,
-    params: Vec<ParamSpec>,
-    body: Option<Validator>,
+    params: Vec<ParamSpec<V>>,
+    body: Option<V>,
 }
 
 /// What a path and method are, according to the document.
@@ -86,7 +88,7 @@ impl Contract {
             .pointer("/components/schemas")
             .cloned()
             .ok_or_else(|| anyhow!("openapi.yaml has no components.schemas"))?;
-        let json_schemas = to_json_schema(schemas);
+        let mut set = SchemaSet::default();
         let mut operations = Vec::new();
         let paths = doc.get("paths").and_then(Value::as_object).ok_or_else(|| anyhow!("openapi.yaml has no paths"))?;
         for (template, item) in paths {
@@ -102,14 +104,11 @@ impl Contract {
                 let op_params = op.get("parameters").and_then(Value::as_array).cloned().unwrap_or_default();
                 for p in shared_params.iter().chain(op_params.iter()) {
                     let p = resolve(&doc, p)?;
-                    params.push(param_spec(&doc, p, &json_schemas).with_context(|| format!("{id}: parameter"))?);
+                    params.push(param_spec(&doc, p, &mut set, &id).with_context(|| format!("{id}: parameter"))?);
                 }
-                let body = match op.pointer("/requestBody/content/application~1json/schema") {
-                    Some(schema) => {
-                        Some(compile(schema, &json_schemas).with_context(|| format!("{id}: request body"))?)
-                    }
-                    None => None,
-                };
+                let body = op
+                    .pointer("/requestBody/content/application~1json/schema")
+                    .map(|schema| set.add(schema, format!("{id}: request body")));
                 operations.push(Operation {
                     id,
                     method: method.to_uppercase().parse().context("method")?,
@@ -125,6 +124,8 @@ impl Contract {
                 });
             }
         }
+        let validators = set.compile(to_json_schema(schemas))?;
+        let operations = operations.into_iter().map(|op| op.with_validators(&validators)).collect::<Result<_, _>>()?;
         Ok(Self { operations })
     }
 
@@ -145,6 +146,36 @@ impl Contract {
             }
         }
         if allowed.is_empty() { RouteMatch::NotFound } else { RouteMatch::MethodNotAllowed(allowed) }
+    }
+}
+
+impl Operation<String> {
+    /// The operation with its schemas' names replaced by their validators.
+    fn with_validators(self, validators: &ValidatorMap) -> anyhow::Result<Operation> {
+        let get = |name: &str| {
+            validators.get(&format!("#/$defs/{name}")).cloned().ok_or_else(|| anyhow!("schema {name} was not compiled"))
+        };
+        Ok(Operation {
+            params: self
+                .params
+                .into_iter()
+                .map(|p| {
+                    Ok(ParamSpec {
+                        validator: get(&p.validator)?,
+                        name: p.name,
+                        location: p.location,
+                        required: p.required,
+                        scalar: p.scalar,
+                    })
+                })
+                .collect::<anyhow::Result<_>>()?,
+            body: self.body.as_deref().map(get).transpose()?,
+            id: self.id,
+            method: self.method,
+            template: self.template,
+            idempotent: self.idempotent,
+            segments: self.segments,
+        })
     }
 }
 
@@ -399,7 +430,7 @@ fn resolve<'a>(doc: &'a Value, v: &'a Value) -> anyhow::Result<&'a Value> {
     }
 }
 
-fn param_spec(doc: &Value, p: &Value, schemas: &Value) -> anyhow::Result<ParamSpec> {
+fn param_spec(doc: &Value, p: &Value, set: &mut SchemaSet, operation: &str) -> anyhow::Result<ParamSpec<String>> {
     let name = p.get("name").and_then(Value::as_str).ok_or_else(|| anyhow!("parameter without name"))?.to_string();
     let location = match p.get("in").and_then(Value::as_str) {
         Some("query") => ParamLocation::Query,
@@ -417,25 +448,53 @@ fn param_spec(doc: &Value, p: &Value, schemas: &Value) -> anyhow::Result<ParamSp
     };
     Ok(ParamSpec {
         required: p.get("required").and_then(Value::as_bool).unwrap_or(false),
-        validator: compile(schema, schemas)?,
+        validator: set.add(schema, format!("{operation}: parameter {name}")),
         name,
         location,
         scalar,
     })
 }
 
-/// A validator for one schema of the document, with every component schema reachable by `$ref`.
-pub fn compile(schema: &Value, json_schemas: &Value) -> anyhow::Result<Validator> {
-    let mut root = match to_json_schema(schema.clone()) {
-        Value::Object(m) => m,
-        other => bail!("schema is not an object: {other}"),
-    };
-    root.insert("components".into(), json!({ "schemas": json_schemas }));
-    jsonschema::options()
-        .with_draft(jsonschema::Draft::Draft202012)
-        .should_validate_formats(true)
-        .build(&Value::Object(root))
-        .map_err(|e| anyhow!("invalid schema: {e}"))
+/// The schemas of every parameter and request body, compiled together into one validator map, so
+/// that the component schemas they reach by `$ref` are compiled and kept once. Compiled one by one,
+/// each of the document's 85 validators held its own copy of the components: 30 MB, more than half
+/// of the server's memory at rest.
+#[derive(Default)]
+struct SchemaSet {
+    defs: Map<String, Value>,
+    /// What each schema is, for an error (`createMember: request body`), by its name's number.
+    labels: Vec<String>,
+}
+
+impl SchemaSet {
+    /// Adds a schema; returns its name, by which [`ValidatorMap`] knows it after `compile`.
+    fn add(&mut self, schema: &Value, label: String) -> String {
+        let name = format!("s{}", self.labels.len());
+        self.defs.insert(name.clone(), to_json_schema(schema.clone()));
+        self.labels.push(label);
+        name
+    }
+
+    /// Compiles every schema added, with the document's component schemas (JSON Schema already).
+    fn compile(self, components: Value) -> anyhow::Result<ValidatorMap> {
+        let root = json!({ "$defs": Value::Object(self.defs), "components": { "schemas": components } });
+        jsonschema::options()
+            .with_draft(jsonschema::Draft::Draft202012)
+            .should_validate_formats(true)
+            .build_map(&root)
+            .map_err(|e| {
+                let at = e.schema_path().as_str().to_string();
+                let label = at
+                    .strip_prefix("/$defs/s")
+                    .and_then(|rest| rest.split('/').next())
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .and_then(|n| self.labels.get(n));
+                match label {
+                    Some(label) => anyhow!("{label}: invalid schema: {e}"),
+                    None => anyhow!("invalid schema at {at}: {e}"),
+                }
+            })
+    }
 }
 
 /// OpenAPI 3.0 schema → JSON Schema: `nullable: true` becomes a type union with `null`.
