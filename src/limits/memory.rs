@@ -9,15 +9,15 @@ use std::{
 use std::time::Duration;
 
 use super::{
-    Admission, Decision, IDEMPOTENCY_LOCK, IdempotencyRecord, IdempotencyState, RatePolicy, Store, StoreError,
-    StoredResponse, retry_after_secs,
+    Admission, Decision, IDEMPOTENCY_LOCK, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse,
+    replays::Replays, retry_after_secs,
 };
 
 /// Sliding logs in a sharded map, and idempotency records with their expiry.
 pub struct MemoryStore {
     epoch: Instant,
     shards: Vec<Mutex<HashMap<String, Log>>>,
-    idempotency: Mutex<HashMap<String, (IdempotencyRecord, Instant)>>,
+    idempotency: Mutex<Replays>,
 }
 
 /// A bucket's sliding log, to the millisecond (the resolution of the Redis store's log, whose
@@ -59,7 +59,7 @@ impl Default for MemoryStore {
         Self {
             epoch: Instant::now(),
             shards: (0..32).map(|_| Mutex::new(HashMap::new())).collect(),
-            idempotency: Mutex::new(HashMap::new()),
+            idempotency: Mutex::new(Replays::default()),
         }
     }
 }
@@ -135,20 +135,7 @@ impl Store for MemoryStore {
 
     async fn idempotency_begin(&self, key: &str, fingerprint: &str) -> Result<IdempotencyState, StoreError> {
         let now = Instant::now();
-        let mut map = self.idempotency.lock().map_err(poisoned)?;
-        if map.len() > 10_000 {
-            map.retain(|_, (_, expires)| *expires > now);
-        }
-        match map.get(key).filter(|(_, expires)| *expires > now) {
-            None => {
-                let record = IdempotencyRecord { fingerprint: fingerprint.to_string(), response: None };
-                map.insert(key.to_string(), (record, now + IDEMPOTENCY_LOCK));
-                Ok(IdempotencyState::Started)
-            }
-            Some((record, _)) if record.fingerprint != fingerprint => Ok(IdempotencyState::Mismatch),
-            Some((IdempotencyRecord { response: None, .. }, _)) => Ok(IdempotencyState::Running),
-            Some((IdempotencyRecord { response: Some(r), .. }, _)) => Ok(IdempotencyState::Replay(r.clone())),
-        }
+        self.idempotency.lock().map_err(poisoned)?.begin(key, fingerprint, now, now + IDEMPOTENCY_LOCK)
     }
 
     async fn idempotency_complete(
@@ -158,13 +145,13 @@ impl Store for MemoryStore {
         response: &StoredResponse,
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        let record = IdempotencyRecord { fingerprint: fingerprint.to_string(), response: Some(response.clone()) };
-        self.idempotency.lock().map_err(poisoned)?.insert(key.to_string(), (record, Instant::now() + ttl));
+        let expires = Instant::now() + ttl;
+        self.idempotency.lock().map_err(poisoned)?.complete(key, fingerprint, response, expires);
         Ok(())
     }
 
     async fn idempotency_abort(&self, key: &str) -> Result<(), StoreError> {
-        self.idempotency.lock().map_err(poisoned)?.remove(key);
+        self.idempotency.lock().map_err(poisoned)?.abort(key);
         Ok(())
     }
 

@@ -3,6 +3,7 @@
 
 mod memory;
 mod redis_store;
+mod replays;
 
 use std::time::Duration;
 
