@@ -142,7 +142,9 @@ impl Body {
         if let Ok(len) = u32::try_from(body.len()) {
             let deflated = miniz_oxide::deflate::compress_to_vec(body, LEVEL);
             if deflated.len() < body.len() {
-                return Body::Deflated { bytes: deflated.into_boxed_slice(), len };
+                // Copied rather than shrunk in place: an allocator may keep a shrunk block whole
+                // (mimalloc does down to half its size), and the point is the smaller block.
+                return Body::Deflated { bytes: Box::from(deflated.as_slice()), len };
             }
         }
         Body::Plain(body.into())
