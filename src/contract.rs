@@ -151,10 +151,8 @@ impl Contract {
 
 impl Operation<String> {
     /// The operation with its schemas' names replaced by their validators.
-    fn with_validators(self, validators: &ValidatorMap) -> anyhow::Result<Operation> {
-        let get = |name: &str| {
-            validators.get(&format!("#/$defs/{name}")).cloned().ok_or_else(|| anyhow!("schema {name} was not compiled"))
-        };
+    fn with_validators(self, validators: &Compiled) -> anyhow::Result<Operation> {
+        let get = |name: &str| validators.get(name);
         Ok(Operation {
             params: self
                 .params
@@ -476,9 +474,9 @@ impl SchemaSet {
     }
 
     /// Compiles every schema added, with the document's component schemas (JSON Schema already).
-    fn compile(self, components: Value) -> anyhow::Result<ValidatorMap> {
+    fn compile(self, components: Value) -> anyhow::Result<Compiled> {
         let root = json!({ "$defs": Value::Object(self.defs), "components": { "schemas": components } });
-        jsonschema::options()
+        let map = jsonschema::options()
             .with_draft(jsonschema::Draft::Draft202012)
             .should_validate_formats(true)
             .build_map(&root)
@@ -493,7 +491,25 @@ impl SchemaSet {
                     Some(label) => anyhow!("{label}: invalid schema: {e}"),
                     None => anyhow!("invalid schema at {at}: {e}"),
                 }
-            })
+            })?;
+        Ok(Compiled { map, labels: self.labels })
+    }
+}
+
+/// The compiled [`SchemaSet`].
+struct Compiled {
+    map: ValidatorMap,
+    labels: Vec<String>,
+}
+
+impl Compiled {
+    /// The validator of the schema `name` (`s3`). A schema the map left out (one whose pattern is
+    /// not a regular expression, say) is an error naming its operation and field.
+    fn get(&self, name: &str) -> anyhow::Result<Validator> {
+        self.map.get(&format!("#/$defs/{name}")).cloned().ok_or_else(|| {
+            let label = name.strip_prefix('s').and_then(|n| n.parse::<usize>().ok()).and_then(|n| self.labels.get(n));
+            anyhow!("{}: invalid schema, not compiled", label.map_or(name, String::as_str))
+        })
     }
 }
 
@@ -551,6 +567,23 @@ mod tests {
         );
         assert!(matches!(c.route(&Method::GET, "/nothing"), RouteMatch::NotFound));
         assert!(matches!(c.route(&Method::GET, "/members/"), RouteMatch::NotFound));
+    }
+
+    #[test]
+    fn an_invalid_schema_is_named_by_its_operation_and_field() {
+        let doc = r#"
+paths:
+  /things:
+    get:
+      operationId: listThings
+      parameters:
+        - { name: ok, in: query, schema: { type: string } }
+        - { name: code, in: query, schema: { type: string, pattern: "(" } }
+components:
+  schemas: {}
+"#;
+        let err = Contract::parse(doc).err().map(|e| format!("{e:#}")).unwrap_or_default();
+        assert!(err.starts_with("listThings: parameter code: invalid schema"), "{err}");
     }
 
     #[test]
