@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use super::{
     Admission, Decision, IDEMPOTENCY_LOCK, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse,
-    replays::Replays, retry_after_secs,
+    replays::{Completed, Replays, digest},
+    retry_after_secs,
 };
 
 /// Sliding logs in a sharded map, and idempotency records with their expiry.
@@ -135,7 +136,9 @@ impl Store for MemoryStore {
 
     async fn idempotency_begin(&self, key: &str, fingerprint: &str) -> Result<IdempotencyState, StoreError> {
         let now = Instant::now();
-        self.idempotency.lock().map_err(poisoned)?.begin(key, fingerprint, now, now + IDEMPOTENCY_LOCK)
+        let (key, fingerprint) = (digest(key), digest(fingerprint));
+        let found = self.idempotency.lock().map_err(poisoned)?.begin(key, fingerprint, now, now + IDEMPOTENCY_LOCK);
+        found.state()
     }
 
     async fn idempotency_complete(
@@ -145,12 +148,14 @@ impl Store for MemoryStore {
         response: &StoredResponse,
         ttl: Duration,
     ) -> Result<(), StoreError> {
+        let (key, done) = (digest(key), Completed::new(fingerprint, response));
         let expires = Instant::now() + ttl;
-        self.idempotency.lock().map_err(poisoned)?.complete(key, fingerprint, response, expires);
+        self.idempotency.lock().map_err(poisoned)?.complete(key, done, expires);
         Ok(())
     }
 
     async fn idempotency_abort(&self, key: &str) -> Result<(), StoreError> {
+        let key = digest(key);
         self.idempotency.lock().map_err(poisoned)?.abort(key);
         Ok(())
     }

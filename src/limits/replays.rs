@@ -11,9 +11,10 @@ use sha2::{Digest as _, Sha256};
 
 use super::{IdempotencyState, StoreError, StoredResponse};
 
-type Digest = [u8; 32];
+pub(super) type Digest = [u8; 32];
 
-fn digest(s: &str) -> Digest {
+/// A scope or a fingerprint as the map keeps it; taken before the store's lock.
+pub(super) fn digest(s: &str) -> Digest {
     Sha256::digest(s.as_bytes()).into()
 }
 
@@ -38,12 +39,14 @@ struct Record {
     response: Option<Kept>,
 }
 
-struct Kept {
+#[derive(Clone)]
+pub(super) struct Kept {
     status: u16,
     content_type: Option<Arc<str>>,
     body: Body,
 }
 
+#[derive(Clone)]
 enum Body {
     Plain(Box<[u8]>),
     /// Raw deflate of a body of `len` bytes.
@@ -59,44 +62,72 @@ impl Default for Replays {
     }
 }
 
+/// What a key stands for, as found under the store's lock. A kept response is a copy of its
+/// deflated form, inflated by [`Found::state`] after the lock is let go.
+pub(super) enum Found {
+    State(IdempotencyState),
+    Kept(Kept),
+}
+
+impl Found {
+    pub fn state(self) -> Result<IdempotencyState, StoreError> {
+        match self {
+            Found::State(state) => Ok(state),
+            Found::Kept(kept) => Ok(IdempotencyState::Replay(kept.restore()?)),
+        }
+    }
+}
+
+/// A started request's response, made ready to keep before the store's lock is taken: deflating a
+/// large body (an import batch's answer) must not hold up every other keyed write.
+pub(super) struct Completed<'a> {
+    fingerprint: Digest,
+    status: u16,
+    content_type: Option<&'a str>,
+    body: Body,
+}
+
+impl<'a> Completed<'a> {
+    pub fn new(fingerprint: &str, response: &'a StoredResponse) -> Self {
+        Self {
+            fingerprint: digest(fingerprint),
+            status: response.status,
+            content_type: response.content_type.as_deref(),
+            body: Body::new(&response.body),
+        }
+    }
+}
+
 impl Replays {
     /// What `key` stands for at `now`; reserves it until `lock_until` when it is new.
-    pub fn begin(
-        &mut self,
-        key: &str,
-        fingerprint: &str,
-        now: Instant,
-        lock_until: Instant,
-    ) -> Result<IdempotencyState, StoreError> {
+    pub fn begin(&mut self, key: Digest, fingerprint: Digest, now: Instant, lock_until: Instant) -> Found {
         if self.records.len() >= self.sweep_at {
             self.sweep(now);
         }
-        let key = digest(key);
-        let fingerprint = digest(fingerprint);
         match self.records.get(&key).filter(|r| r.expires > now) {
             None => {
                 self.records.insert(key, Box::new(Record { fingerprint, expires: lock_until, response: None }));
-                Ok(IdempotencyState::Started)
+                Found::State(IdempotencyState::Started)
             }
-            Some(r) if r.fingerprint != fingerprint => Ok(IdempotencyState::Mismatch),
+            Some(r) if r.fingerprint != fingerprint => Found::State(IdempotencyState::Mismatch),
             Some(r) => match &r.response {
-                None => Ok(IdempotencyState::Running),
-                Some(kept) => Ok(IdempotencyState::Replay(kept.restore()?)),
+                None => Found::State(IdempotencyState::Running),
+                Some(kept) => Found::Kept(kept.clone()),
             },
         }
     }
 
     /// Keeps the response of a started request until `expires`.
-    pub fn complete(&mut self, key: &str, fingerprint: &str, response: &StoredResponse, expires: Instant) {
-        let content_type = response.content_type.as_deref().map(|ct| self.content_type(ct));
-        let kept = Kept { status: response.status, content_type, body: Body::new(&response.body) };
-        let record = Record { fingerprint: digest(fingerprint), expires, response: Some(kept) };
-        self.records.insert(digest(key), Box::new(record));
+    pub fn complete(&mut self, key: Digest, done: Completed<'_>, expires: Instant) {
+        let content_type = done.content_type.map(|ct| self.content_type(ct));
+        let kept = Kept { status: done.status, content_type, body: done.body };
+        let record = Record { fingerprint: done.fingerprint, expires, response: Some(kept) };
+        self.records.insert(key, Box::new(record));
     }
 
     /// Frees a started request's key.
-    pub fn abort(&mut self, key: &str) {
-        self.records.remove(&digest(key));
+    pub fn abort(&mut self, key: Digest) {
+        self.records.remove(&key);
     }
 
     /// How many records are held, expired or not.
@@ -173,6 +204,14 @@ mod tests {
 
     use super::*;
 
+    fn begin(r: &mut Replays, key: &str, fingerprint: &str, now: Instant, lock: Instant) -> IdempotencyState {
+        r.begin(digest(key), digest(fingerprint), now, lock).state().unwrap()
+    }
+
+    fn complete(r: &mut Replays, key: &str, fingerprint: &str, response: &StoredResponse, expires: Instant) {
+        r.complete(digest(key), Completed::new(fingerprint, response), expires);
+    }
+
     fn response(body: &[u8]) -> StoredResponse {
         StoredResponse {
             status: 201,
@@ -191,15 +230,15 @@ mod tests {
         let lock = now + Duration::from_secs(60);
         let mut r = Replays::default();
         for (key, body) in [("json", &member[..]), ("noise", &noise[..]), ("empty", &[][..])] {
-            assert_eq!(r.begin(key, "fp", now, lock).unwrap(), IdempotencyState::Started);
-            assert_eq!(r.begin(key, "fp", now, lock).unwrap(), IdempotencyState::Running);
-            r.complete(key, "fp", &response(body), now + Duration::from_secs(3600));
-            assert_eq!(r.begin(key, "fp", now, lock).unwrap(), IdempotencyState::Replay(response(body)));
-            assert_eq!(r.begin(key, "other", now, lock).unwrap(), IdempotencyState::Mismatch);
+            assert_eq!(begin(&mut r, key, "fp", now, lock), IdempotencyState::Started);
+            assert_eq!(begin(&mut r, key, "fp", now, lock), IdempotencyState::Running);
+            complete(&mut r, key, "fp", &response(body), now + Duration::from_secs(3600));
+            assert_eq!(begin(&mut r, key, "fp", now, lock), IdempotencyState::Replay(response(body)));
+            assert_eq!(begin(&mut r, key, "other", now, lock), IdempotencyState::Mismatch);
         }
         assert_eq!(r.content_types.len(), 1, "one content type, held once");
-        r.abort("json");
-        assert_eq!(r.begin("json", "other", now, lock).unwrap(), IdempotencyState::Started);
+        r.abort(digest("json"));
+        assert_eq!(begin(&mut r, "json", "other", now, lock), IdempotencyState::Started);
     }
 
     #[test]
@@ -209,20 +248,20 @@ mod tests {
         let body = response(b"{}");
         for i in 0..FIRST_SWEEP {
             let key = format!("old-{i}");
-            r.begin(&key, "fp", start, start + Duration::from_secs(60)).unwrap();
-            r.complete(&key, "fp", &body, start + Duration::from_secs(10));
+            begin(&mut r, &key, "fp", start, start + Duration::from_secs(60));
+            complete(&mut r, &key, "fp", &body, start + Duration::from_secs(10));
         }
         let later = start + Duration::from_secs(11);
         assert_eq!(
-            r.begin("old-0", "fp", later, later + Duration::from_secs(60)).unwrap(),
+            begin(&mut r, "old-0", "fp", later, later + Duration::from_secs(60)),
             IdempotencyState::Started,
             "an expired key runs again"
         );
         assert_eq!(r.len(), 1, "the records that had expired were swept");
         for i in 0..FIRST_SWEEP {
             let key = format!("new-{i}");
-            r.begin(&key, "fp", later, later + Duration::from_secs(60)).unwrap();
-            r.complete(&key, "fp", &body, later + Duration::from_secs(10));
+            begin(&mut r, &key, "fp", later, later + Duration::from_secs(60));
+            complete(&mut r, &key, "fp", &body, later + Duration::from_secs(10));
         }
         // The last of them found the map full again: a sweep that kept every record.
         assert_eq!(r.len(), FIRST_SWEEP + 1, "live records are kept by a sweep");
