@@ -482,12 +482,8 @@ impl SchemaSet {
             .build_map(&root)
             .map_err(|e| {
                 let at = e.schema_path().as_str().to_string();
-                let label = at
-                    .strip_prefix("/$defs/s")
-                    .and_then(|rest| rest.split('/').next())
-                    .and_then(|n| n.parse::<usize>().ok())
-                    .and_then(|n| self.labels.get(n));
-                match label {
+                let name = at.strip_prefix("/$defs/").and_then(|rest| rest.split('/').next());
+                match name.and_then(|name| label(&self.labels, name)) {
                     Some(label) => anyhow!("{label}: invalid schema: {e}"),
                     None => anyhow!("invalid schema at {at}: {e}"),
                 }
@@ -507,10 +503,14 @@ impl Compiled {
     /// not a regular expression, say) is an error naming its operation and field.
     fn get(&self, name: &str) -> anyhow::Result<Validator> {
         self.map.get(&format!("#/$defs/{name}")).cloned().ok_or_else(|| {
-            let label = name.strip_prefix('s').and_then(|n| n.parse::<usize>().ok()).and_then(|n| self.labels.get(n));
-            anyhow!("{}: invalid schema, not compiled", label.map_or(name, String::as_str))
+            anyhow!("{}: invalid schema, not compiled", label(&self.labels, name).map_or(name, String::as_str))
         })
     }
+}
+
+/// What the schema named `name` (`s3`) by [`SchemaSet::add`] is.
+fn label<'a>(labels: &'a [String], name: &str) -> Option<&'a String> {
+    labels.get(name.strip_prefix('s')?.parse::<usize>().ok()?)
 }
 
 /// OpenAPI 3.0 schema → JSON Schema: `nullable: true` becomes a type union with `null`.
