@@ -43,6 +43,8 @@ pub struct AppState {
     pub usage: Arc<crate::usage::Usage>,
     /// Keys being resolved from the database, shared by the requests that wait for them.
     pub resolutions: Arc<auth::Resolutions>,
+    /// Totals of member searches, kept per version of the gym's members.
+    pub search_totals: Arc<crate::api::search_totals::SearchTotals>,
 }
 
 impl AppState {
@@ -58,6 +60,7 @@ impl AppState {
             webhooks: Arc::new(tokio::sync::Notify::new()),
             usage: Arc::new(crate::usage::Usage::default()),
             resolutions: Arc::new(auth::Resolutions::default()),
+            search_totals: Arc::default(),
         })
     }
 

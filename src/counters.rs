@@ -8,6 +8,9 @@
 //! The rule for every writer of a counted table (see [`ALL`]): change the counters in the same
 //! transaction (`add_many`), or rebuild them after a bulk load (`recount`). The demo data test compares
 //! every counted total with a real count.
+//!
+//! One more counter, [`MEMBERS_VERSION`], counts writes rather than rows: see
+//! [`members_written`].
 
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DbErr, FromQueryResult, Statement, Value};
@@ -47,6 +50,8 @@ struct Count {
 pub struct Counted {
     pub table: &'static str,
     pub label: &'static str,
+    /// The counter of writes that adding rows to the list bumps too (see [`MEMBERS_VERSION`]).
+    pub version: Option<&'static str>,
 }
 
 impl Counted {
@@ -56,12 +61,12 @@ impl Counted {
     }
 }
 
-pub const MEMBER_ROWS: Counted = Counted { table: "members", label: "status" };
-pub const MEMBERSHIP_PLAN_ROWS: Counted = Counted { table: "membership_plans", label: "status" };
-pub const SUBSCRIPTION_PLAN_ROWS: Counted = Counted { table: "subscription_plans", label: "status" };
-pub const PRODUCT_ROWS: Counted = Counted { table: "products", label: "status" };
-pub const PURCHASE_ROWS: Counted = Counted { table: "purchases", label: "payment_status" };
-pub const ATTENDANCE_ROWS: Counted = Counted { table: "attendance", label: "status" };
+pub const MEMBER_ROWS: Counted = Counted { table: "members", label: "status", version: Some(MEMBERS_VERSION) };
+pub const MEMBERSHIP_PLAN_ROWS: Counted = Counted { table: "membership_plans", label: "status", version: None };
+pub const SUBSCRIPTION_PLAN_ROWS: Counted = Counted { table: "subscription_plans", label: "status", version: None };
+pub const PRODUCT_ROWS: Counted = Counted { table: "products", label: "status", version: None };
+pub const PURCHASE_ROWS: Counted = Counted { table: "purchases", label: "payment_status", version: None };
+pub const ATTENDANCE_ROWS: Counted = Counted { table: "attendance", label: "status", version: None };
 pub const ALL: [Counted; 6] =
     [MEMBER_ROWS, MEMBERSHIP_PLAN_ROWS, SUBSCRIPTION_PLAN_ROWS, PRODUCT_ROWS, PURCHASE_ROWS, ATTENDANCE_ROWS];
 
@@ -85,7 +90,7 @@ pub async fn total_as_of(
 /// that reads several figures at once.
 pub fn total_as_of_sql(gym_id: Uuid, list: Counted, label: Option<&str>, as_of: DateTime<Utc>) -> (String, Vec<Value>) {
     let name = list.name(label);
-    let Counted { table, label: column } = list;
+    let Counted { table, label: column, .. } = list;
     let (label_filter, mut values): (String, Vec<Value>) = match label {
         Some(v) => (format!(" AND {column} = ?"), vec![gym_id.into(), name.into(), gym_id.into(), v.into()]),
         None => (String::new(), vec![gym_id.into(), name.into(), gym_id.into()]),
@@ -98,6 +103,37 @@ pub fn total_as_of_sql(gym_id: Uuid, list: Counted, label: Option<&str>, as_of: 
     (expr, values)
 }
 
+/// The counter every writer bumps, in its transaction, when it adds members to a gym or changes
+/// what a member's `search_text` or `status` holds. It never goes down ([`recount`] keeps it and
+/// bumps it too), so a figure counted over a gym's members at one version holds for as long as
+/// the version reads the same (see `api::search_totals`).
+pub const MEMBERS_VERSION: &str = "members:version";
+
+/// The delta for [`add_many`] that bumps [`MEMBERS_VERSION`].
+pub fn members_written() -> (String, i64) {
+    (MEMBERS_VERSION.to_string(), 1)
+}
+
+/// Where a gym's members stand: their [`MEMBERS_VERSION`] and the newest `created_at` among them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromQueryResult)]
+pub struct MembersState {
+    pub version: i64,
+    pub newest: Option<DateTime<Utc>>,
+}
+
+/// Reads [`MembersState`] in one statement (two index lookups).
+pub async fn members_state(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<MembersState, DbErr> {
+    let backend = db.get_database_backend();
+    let sql = placeholders(
+        backend,
+        "SELECT CAST(COALESCE((SELECT value FROM gym_counters WHERE gym_id = ? AND name = ?), 0) AS BIGINT) AS version, \
+         (SELECT MAX(created_at) FROM members WHERE gym_id = ?) AS newest",
+    );
+    let values: Vec<Value> = vec![gym_id.into(), MEMBERS_VERSION.into(), gym_id.into()];
+    let row = MembersState::find_by_statement(Statement::from_sql_and_values(backend, sql, values)).one(db).await?;
+    Ok(row.unwrap_or(MembersState { version: 0, newest: None }))
+}
+
 /// Members of a gym (optionally of one status) created at or before `as_of`.
 pub async fn members_as_of(
     db: &impl ConnectionTrait,
@@ -108,13 +144,19 @@ pub async fn members_as_of(
     total_as_of(db, gym_id, MEMBER_ROWS, status, as_of).await
 }
 
-/// Rebuilds every counter of a gym from its rows (after a bulk load, or to repair).
+/// Rebuilds every counter of a gym from its rows (after a bulk load, or to repair), and bumps
+/// [`MEMBERS_VERSION`], which it keeps.
 pub async fn recount(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<(), DbErr> {
     let backend = db.get_database_backend();
     let run =
         |sql: String, values: Vec<Value>| Statement::from_sql_and_values(backend, placeholders(backend, &sql), values);
-    db.execute(run("DELETE FROM gym_counters WHERE gym_id = ?".into(), vec![gym_id.into()])).await?;
-    for Counted { table, label } in ALL {
+    db.execute(run(
+        "DELETE FROM gym_counters WHERE gym_id = ? AND name <> ?".into(),
+        vec![gym_id.into(), MEMBERS_VERSION.into()],
+    ))
+    .await?;
+    add_many(db, gym_id, &[members_written()]).await?;
+    for Counted { table, label, .. } in ALL {
         db.execute(run(
             format!(
                 "INSERT INTO gym_counters (gym_id, name, value) \

@@ -9,7 +9,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::{Handlers, find_in_gym, generated::*, links, meta};
+use super::{Handlers, find_in_gym, generated::*, links, meta, search_totals::Search};
 use crate::types::wire::Json;
 use crate::{
     accounts::{self, is_unique_violation, new_id, now},
@@ -178,8 +178,35 @@ impl MembersApi for Handlers {
         if let Some(term) = search {
             let backend = self.db().get_database_backend();
             let matches = search_condition(backend, term);
-            let filtered = select.clone().filter(matches.clone()).filter(created_by(backend, page.as_of));
-            let total = i64::try_from(filtered.count(self.db()).await?).unwrap_or(i64::MAX);
+            // See `search_totals`: the version is read before the count.
+            let kept = match p.updated_since {
+                None => {
+                    let state = counters::members_state(self.db(), ctx.tenant.gym_id).await?;
+                    let search = Search {
+                        gym_id: ctx.tenant.gym_id,
+                        status: p.status.map(|s| s.as_str()),
+                        pattern: like_pattern(term),
+                    };
+                    let all = state.newest.is_none_or(|newest| page.as_of >= newest);
+                    all.then_some((search, state.version))
+                }
+                Some(_) => None,
+            };
+            let total = match &kept {
+                Some((search, version)) => self.state.search_totals.get(search, *version),
+                None => None,
+            };
+            let total = match total {
+                Some(total) => total,
+                None => {
+                    let filtered = select.clone().filter(matches.clone()).filter(created_by(backend, page.as_of));
+                    let total = i64::try_from(filtered.count(self.db()).await?).unwrap_or(i64::MAX);
+                    if let Some((search, version)) = kept {
+                        self.state.search_totals.put(search, version, total);
+                    }
+                    total
+                }
+            };
             counted = Some(total);
             select = if backend == DbBackend::Postgres && total <= FENCE_BELOW {
                 // Few matches: left to itself PostgreSQL walks the created_at index testing every
@@ -269,7 +296,11 @@ impl MembersApi for Handlers {
         .insert(&txn)
         .await
         .map_err(email_taken)?;
-        let deltas = [(counters::MEMBER_ROWS.name(None), 1), (counters::MEMBER_ROWS.name(Some(status)), 1)];
+        let deltas = [
+            (counters::MEMBER_ROWS.name(None), 1),
+            (counters::MEMBER_ROWS.name(Some(status)), 1),
+            counters::members_written(),
+        ];
         counters::add_many(&txn, gym_id, &deltas).await?;
         let member = record(model);
         let queued = webhooks::emit(&txn, gym_id, EventType::MemberCreated, event_data(&member)).await?;
@@ -365,11 +396,15 @@ async fn update_once(h: &Handlers, ctx: &RequestContext, id: &str, b: MemberUpda
     set_optional(&mut m.country, b.country);
     m.updated_at = Set(now());
     let saved = m.update(&txn).await.map_err(email_taken)?;
+    let mut deltas = Vec::new();
     if saved.status != old_status {
-        let deltas =
-            [(counters::MEMBER_ROWS.name(Some(&old_status)), -1), (counters::MEMBER_ROWS.name(Some(&saved.status)), 1)];
-        counters::add_many(&txn, gym_id, &deltas).await?;
+        deltas.push((counters::MEMBER_ROWS.name(Some(&old_status)), -1));
+        deltas.push((counters::MEMBER_ROWS.name(Some(&saved.status)), 1));
     }
+    if text_changed || saved.status != old_status {
+        deltas.push(counters::members_written());
+    }
+    counters::add_many(&txn, gym_id, &deltas).await?;
     let member = record(saved);
     let queued = webhooks::emit(&txn, gym_id, EventType::MemberUpdated, event_data(&member)).await?;
     txn.commit().await.map_err(email_taken)?;

@@ -7,6 +7,7 @@ mod attendance;
 mod catalog;
 mod import;
 mod members;
+pub mod search_totals;
 mod statistics;
 mod webhooks;
 

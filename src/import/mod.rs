@@ -271,8 +271,8 @@ fn returned<T: sea_orm::TryGetable>(rows: &[sea_orm::QueryResult], column: &str)
     rows.iter().map(|r| r.try_get::<T>("", column)).collect()
 }
 
-/// Adds the rows just written to a list's counters (the total and one per label value), in one
-/// statement.
+/// Adds the rows just written to a list's counters (the total, one per label value and the list's
+/// version, if it has one), in one statement.
 async fn add_counts(db: &impl ConnectionTrait, gym_id: Uuid, list: Counted, labels: &[String]) -> Result<(), DbErr> {
     let mut by_label: HashMap<&str, i64> = HashMap::new();
     for label in labels {
@@ -280,6 +280,9 @@ async fn add_counts(db: &impl ConnectionTrait, gym_id: Uuid, list: Counted, labe
     }
     let mut deltas = vec![(list.name(None), count(labels.len()))];
     deltas.extend(by_label.into_iter().map(|(label, n)| (list.name(Some(label)), n)));
+    if let Some(version) = list.version.filter(|_| !labels.is_empty()) {
+        deltas.push((version.to_string(), 1));
+    }
     counters::add_many(db, gym_id, &deltas).await
 }
 

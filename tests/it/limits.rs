@@ -9,11 +9,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use gymapi::{accounts, app::AppState, config::Config};
-use poem::{
-    Server,
-    listener::{Acceptor, Listener, TcpListener},
-};
+use gymapi::accounts;
 use serde_json::json;
 
 use crate::common::TestApp;
@@ -76,10 +72,7 @@ async fn concurrent_requests_get_exactly_the_limit() {
 async fn instances_share_the_limit_through_redis() {
     let first = TestApp::spawn().await;
     let gym = first.gym("Shared").await;
-    let mut config = Config { database_url: first.database_url.clone(), ..Config::default() };
-    config.redis_url = first.redis_url.clone();
-    config.redis_prefix = first.redis_prefix.clone();
-    let second = spawn_instance(&first, config).await;
+    let second = first.another_instance().await;
     let mut ok = 0;
     for i in 0..130 {
         let base = if i % 2 == 0 { &first.address } else { &second };
@@ -99,16 +92,6 @@ async fn instances_share_the_limit_through_redis() {
     } else {
         assert_eq!(ok, 130, "the embedded default counts per process: 65 requests each are all allowed");
     }
-}
-
-async fn spawn_instance(app: &TestApp, config: Config) -> String {
-    let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.unwrap();
-    let addr = *acceptor.local_addr()[0].as_socket_addr().unwrap();
-    let state = AppState::new(app.db.clone(), config).await.unwrap();
-    tokio::spawn(async move {
-        let _ = Server::new_with_acceptor(acceptor).run(gymapi::app::app(state)).await;
-    });
-    format!("http://{addr}")
 }
 
 fn keyed(key: &str) -> [(&'static str, String); 1] {

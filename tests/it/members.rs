@@ -192,6 +192,68 @@ async fn list_is_newest_first_and_filters_by_status_and_search() {
     assert_eq!(ids_for(&second), vec![ada["id"].clone()]);
 }
 
+/// A search's total is counted once and kept, but every write that changes what the search
+/// matches shows in the next total, on this server and on another one on the same database.
+#[tokio::test]
+async fn a_search_total_follows_every_write_that_changes_it() {
+    let app = TestApp::spawn().await;
+    let other = app.another_instance().await;
+    let gym = app.gym("Counted").await;
+    let k = &gym.live_key;
+    let totals = |path: &'static str| {
+        let app = &app;
+        let other = &other;
+        async move {
+            let mut seen = Vec::new();
+            for base in [&app.address, other, &app.address] {
+                let r = app.client.get(format!("{base}/api/v1{path}")).bearer_auth(k).send().await.unwrap();
+                assert_eq!(r.status(), 200, "{path}");
+                let body: Value = r.json().await.unwrap();
+                seen.push(body["meta"]["total"].as_i64().unwrap());
+            }
+            assert!(seen.iter().all(|t| *t == seen[0]), "{path}: the two servers disagree: {seen:?}");
+            seen[0]
+        }
+    };
+    let ada = app.member(k, "Ada", "Lovelace").await;
+    let grace = app.member(k, "Grace", "Hopper").await;
+    assert_eq!(totals("/members?search=ada").await, 1);
+    assert_eq!(totals("/members?search=lovelace").await, 1);
+    assert_eq!(totals("/members?status=active&search=ada").await, 1);
+
+    // A name that now matches.
+    let grace_id = grace["id"].as_str().unwrap();
+    assert_eq!(app.patch(k, &format!("/members/{grace_id}"), json!({"first_name": "Adaline"})).await.status, 200);
+    assert_eq!(totals("/members?search=ada").await, 2);
+    assert_eq!(totals("/members?status=active&search=ada").await, 2);
+    // A status the filter no longer takes.
+    assert_eq!(app.patch(k, &format!("/members/{grace_id}"), json!({"status": "inactive"})).await.status, 200);
+    assert_eq!(totals("/members?status=active&search=ada").await, 1);
+    assert_eq!(totals("/members?search=ada").await, 2);
+    // A change search does not see, then a name that no longer matches.
+    let ada_id = ada["id"].as_str().unwrap();
+    assert_eq!(app.patch(k, &format!("/members/{ada_id}"), json!({"phone": "+44 20 7946 0000"})).await.status, 200);
+    assert_eq!(totals("/members?search=lovelace").await, 1);
+    assert_eq!(app.patch(k, &format!("/members/{ada_id}"), json!({"last_name": "King"})).await.status, 200);
+    assert_eq!(totals("/members?search=lovelace").await, 0);
+    // An email that matches.
+    assert_eq!(app.patch(k, &format!("/members/{ada_id}"), json!({"email": "lovelace@example.com"})).await.status, 200);
+    assert_eq!(totals("/members?search=lovelace").await, 1);
+    // A new member, and an imported one.
+    app.member(k, "Adam", "Smith").await;
+    assert_eq!(totals("/members?search=ada").await, 3);
+    let rows = json!({"rows": [{"legacy_id": "M-1", "first_name": "Adah", "last_name": "Menken"}]});
+    assert_eq!(app.post(k, "/import/members", rows).await.status, 200);
+    assert_eq!(totals("/members?search=ada").await, 4);
+    assert_eq!(totals("/members?status=active&search=ada").await, 3);
+    // A search walk pinned before the newest member still counts only what came before it.
+    let first = app.get(k, "/members?search=ada&per_page=1").await.body;
+    let next = first["links"]["next"].as_str().unwrap().split("/api/v1").nth(1).unwrap().to_string();
+    app.member(k, "Adaeze", "Obi").await;
+    assert_eq!(app.get(k, &next).await.body["meta"]["total"], 4);
+    assert_eq!(totals("/members?search=ada").await, 5);
+}
+
 #[tokio::test]
 async fn updated_since_lists_only_recent_changes() {
     let app = TestApp::spawn().await;

@@ -189,6 +189,24 @@ impl TestApp {
         }
     }
 
+    /// A second server on this one's database and Redis (a process of its own in production), at
+    /// the returned `http://127.0.0.1:PORT`.
+    pub async fn another_instance(&self) -> String {
+        let config = Config {
+            database_url: self.database_url.clone(),
+            redis_url: self.redis_url.clone(),
+            redis_prefix: self.redis_prefix.clone(),
+            ..Config::default()
+        };
+        let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.unwrap();
+        let addr = *acceptor.local_addr()[0].as_socket_addr().unwrap();
+        let state = AppState::new(self.db.clone(), config).await.unwrap();
+        tokio::spawn(async move {
+            let _ = Server::new_with_acceptor(acceptor).run(app(state)).await;
+        });
+        format!("http://{addr}")
+    }
+
     /// A gym (API access on, subscription active) with a live key.
     pub async fn gym(&self, name: &str) -> Gym {
         let gym = accounts::create_gym(&self.db, name, "UTC", true).await.unwrap();
