@@ -10,6 +10,7 @@ mod m20261122_000005_key_usage;
 mod m20261123_000006_revenue_index;
 mod m20261123_000007_tenant_search_index;
 mod m20261123_000008_member_facility_key;
+mod m20261124_000009_sqlite_search_cover;
 
 pub struct Migrator;
 
@@ -25,6 +26,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000006_revenue_index::Migration),
             Box::new(m20261123_000007_tenant_search_index::Migration),
             Box::new(m20261123_000008_member_facility_key::Migration),
+            Box::new(m20261124_000009_sqlite_search_cover::Migration),
         ]
     }
 }
