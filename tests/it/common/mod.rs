@@ -92,6 +92,16 @@ impl Drop for Scratch {
     }
 }
 
+/// Serves `state` on a free local port: its `http://127.0.0.1:PORT` and the server's task.
+async fn listen(state: AppState) -> (String, tokio::task::JoinHandle<()>) {
+    let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.unwrap();
+    let addr = *acceptor.local_addr()[0].as_socket_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let _ = Server::new_with_acceptor(acceptor).run(app(state)).await;
+    });
+    (format!("http://{addr}"), server)
+}
+
 /// A fresh database for one test, removed when the returned `Scratch` is dropped.
 pub async fn fresh_database() -> (String, Scratch) {
     match std::env::var("TEST_DATABASE_URL").ok().filter(|u| !u.is_empty()) {
@@ -167,17 +177,13 @@ impl TestApp {
         configure(&mut config);
         let db = gymapi::db::connect(&config.database_url).await.unwrap();
         gymapi::db::migrate(&db).await.unwrap();
-        let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.unwrap();
-        let addr = *acceptor.local_addr()[0].as_socket_addr().unwrap();
         let state = AppState::new(db.clone(), config.clone()).await.unwrap();
         // As `serve` does: the webhook dispatcher runs beside the API (unless the config says not).
         state.start_background().unwrap();
         let store = state.store.clone();
-        let server = tokio::spawn(async move {
-            let _ = Server::new_with_acceptor(acceptor).run(app(state)).await;
-        });
+        let (address, server) = listen(state).await;
         Self {
-            address: format!("http://{addr}"),
+            address,
             db,
             database_url,
             redis_url: config.redis_url.clone(),
@@ -198,13 +204,7 @@ impl TestApp {
             redis_prefix: self.redis_prefix.clone(),
             ..Config::default()
         };
-        let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.unwrap();
-        let addr = *acceptor.local_addr()[0].as_socket_addr().unwrap();
-        let state = AppState::new(self.db.clone(), config).await.unwrap();
-        tokio::spawn(async move {
-            let _ = Server::new_with_acceptor(acceptor).run(app(state)).await;
-        });
-        format!("http://{addr}")
+        listen(AppState::new(self.db.clone(), config).await.unwrap()).await.0
     }
 
     /// A gym (API access on, subscription active) with a live key.
