@@ -9,8 +9,8 @@
 //! transaction (`add_many`), or rebuild them after a bulk load (`recount`). The demo data test compares
 //! every counted total with a real count.
 //!
-//! One more counter, [`MEMBERS_VERSION`], counts writes rather than rows: see
-//! [`members_written`].
+//! A list may also have a version ([`Counted::version`], so far [`MEMBERS_VERSION`]): a counter of
+//! writes rather than rows, bumped through [`Counted::written`].
 
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DbErr, FromQueryResult, Statement, Value};
@@ -55,6 +55,11 @@ pub struct Counted {
 }
 
 impl Counted {
+    /// The delta for [`add_many`] that bumps the list's version, if it has one.
+    pub fn written(&self) -> Option<(String, i64)> {
+        self.version.map(|v| (v.to_string(), 1))
+    }
+
     /// The counter's name: `<table>`, or `<table>.<label value>` (e.g. `members.active`).
     pub fn name(&self, label: Option<&str>) -> String {
         label.map_or_else(|| self.table.to_string(), |v| format!("{}.{v}", self.table))
@@ -109,11 +114,6 @@ pub fn total_as_of_sql(gym_id: Uuid, list: Counted, label: Option<&str>, as_of: 
 /// the version reads the same (see `api::search_totals`).
 pub const MEMBERS_VERSION: &str = "members:version";
 
-/// The delta for [`add_many`] that bumps [`MEMBERS_VERSION`].
-pub fn members_written() -> (String, i64) {
-    (MEMBERS_VERSION.to_string(), 1)
-}
-
 /// Where a gym's members stand: their [`MEMBERS_VERSION`] and the newest `created_at` among them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, FromQueryResult)]
 pub struct MembersState {
@@ -145,17 +145,18 @@ pub async fn members_as_of(
 }
 
 /// Rebuilds every counter of a gym from its rows (after a bulk load, or to repair), and bumps
-/// [`MEMBERS_VERSION`], which it keeps.
+/// the lists' versions, which it keeps.
 pub async fn recount(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<(), DbErr> {
     let backend = db.get_database_backend();
     let run =
         |sql: String, values: Vec<Value>| Statement::from_sql_and_values(backend, placeholders(backend, &sql), values);
-    db.execute(run(
-        "DELETE FROM gym_counters WHERE gym_id = ? AND name <> ?".into(),
-        vec![gym_id.into(), MEMBERS_VERSION.into()],
-    ))
-    .await?;
-    add_many(db, gym_id, &[members_written()]).await?;
+    let bumps: Vec<(String, i64)> = ALL.iter().filter_map(Counted::written).collect();
+    let mut values: Vec<Value> = vec![gym_id.into()];
+    values.extend(bumps.iter().map(|(name, _)| Value::from(name.as_str())));
+    let kept = vec!["?"; bumps.len()].join(", ");
+    let keep = if bumps.is_empty() { String::new() } else { format!(" AND name NOT IN ({kept})") };
+    db.execute(run(format!("DELETE FROM gym_counters WHERE gym_id = ?{keep}"), values)).await?;
+    add_many(db, gym_id, &bumps).await?;
     for Counted { table, label, .. } in ALL {
         db.execute(run(
             format!(

@@ -178,8 +178,10 @@ impl MembersApi for Handlers {
         if let Some(term) = search {
             let backend = self.db().get_database_backend();
             let matches = search_condition(backend, term);
-            // See `search_totals`: the version is read before the count.
+            // See `search_totals`: the version is read before the count, and a count is kept only
+            // when it takes in every member.
             let kept = match p.updated_since {
+                Some(_) => None,
                 None => {
                     let state = counters::members_state(self.db(), ctx.tenant.gym_id).await?;
                     let search = Search {
@@ -190,13 +192,9 @@ impl MembersApi for Handlers {
                     let all = state.newest.is_none_or(|newest| page.as_of >= newest);
                     all.then_some((search, state.version))
                 }
-                Some(_) => None,
             };
-            let total = match &kept {
-                Some((search, version)) => self.state.search_totals.get(search, *version),
-                None => None,
-            };
-            let total = match total {
+            let total = match kept.as_ref().and_then(|(search, version)| self.state.search_totals.get(search, *version))
+            {
                 Some(total) => total,
                 None => {
                     let filtered = select.clone().filter(matches.clone()).filter(created_by(backend, page.as_of));
@@ -296,11 +294,8 @@ impl MembersApi for Handlers {
         .insert(&txn)
         .await
         .map_err(email_taken)?;
-        let deltas = [
-            (counters::MEMBER_ROWS.name(None), 1),
-            (counters::MEMBER_ROWS.name(Some(status)), 1),
-            counters::members_written(),
-        ];
+        let mut deltas = vec![(counters::MEMBER_ROWS.name(None), 1), (counters::MEMBER_ROWS.name(Some(status)), 1)];
+        deltas.extend(counters::MEMBER_ROWS.written());
         counters::add_many(&txn, gym_id, &deltas).await?;
         let member = record(model);
         let queued = webhooks::emit(&txn, gym_id, EventType::MemberCreated, event_data(&member)).await?;
@@ -402,7 +397,7 @@ async fn update_once(h: &Handlers, ctx: &RequestContext, id: &str, b: MemberUpda
         deltas.push((counters::MEMBER_ROWS.name(Some(&saved.status)), 1));
     }
     if text_changed || saved.status != old_status {
-        deltas.push(counters::members_written());
+        deltas.extend(counters::MEMBER_ROWS.written());
     }
     counters::add_many(&txn, gym_id, &deltas).await?;
     let member = record(saved);

@@ -280,8 +280,8 @@ async fn add_counts(db: &impl ConnectionTrait, gym_id: Uuid, list: Counted, labe
     }
     let mut deltas = vec![(list.name(None), count(labels.len()))];
     deltas.extend(by_label.into_iter().map(|(label, n)| (list.name(Some(label)), n)));
-    if let Some(version) = list.version.filter(|_| !labels.is_empty()) {
-        deltas.push((version.to_string(), 1));
+    if !labels.is_empty() {
+        deltas.extend(list.written());
     }
     counters::add_many(db, gym_id, &deltas).await
 }
