@@ -35,20 +35,35 @@ struct Args {
     keys: usize,
 }
 
+const USAGE: &str = "usage: DATABASE_URL=... bench-seed [--out seed.json] [--scale 1] [--small-gyms 499] [--keys 1000]";
+
 fn args() -> Args {
     let mut a = Args { out: "seed.json".into(), scale: 1.0, small_gyms: 499, keys: 1000 };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        let value = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+        if flag == "--help" || flag == "-h" {
+            println!("{USAGE}");
+            std::process::exit(0);
+        }
+        let Some(value) = it.next() else { usage(&format!("{flag} needs a value")) };
         match flag.as_str() {
             "--out" => a.out = value,
-            "--scale" => a.scale = value.parse().expect("--scale is a number"),
-            "--small-gyms" => a.small_gyms = value.parse().expect("--small-gyms is a number"),
-            "--keys" => a.keys = value.parse().expect("--keys is a number"),
-            other => panic!("unknown flag {other}"),
+            "--scale" => a.scale = number(&flag, &value),
+            "--small-gyms" => a.small_gyms = number(&flag, &value),
+            "--keys" => a.keys = number(&flag, &value),
+            other => usage(&format!("unknown flag {other}")),
         }
     }
     a
+}
+
+fn number<T: std::str::FromStr>(flag: &str, value: &str) -> T {
+    value.parse().unwrap_or_else(|_| usage(&format!("{flag} takes a number, not {value:?}")))
+}
+
+fn usage(problem: &str) -> ! {
+    eprintln!("bench-seed: {problem}\n{USAGE}");
+    std::process::exit(2)
 }
 
 fn member(n: usize) -> Value {
@@ -122,7 +137,7 @@ async fn import(base: &str, key: &str, entity: &str, count: usize, row: impl Fn(
 #[tokio::main]
 async fn main() {
     let a = args();
-    let url = std::env::var("DATABASE_URL").expect("set DATABASE_URL");
+    let Ok(url) = std::env::var("DATABASE_URL") else { usage("set DATABASE_URL") };
     let config = Config {
         database_url: url.clone(),
         rate_limit_per_minute: 10_000_000,

@@ -6,17 +6,19 @@ over the very tables gymapi uses. A peer for `bench/run`, not part of the produc
 
 Same contract as gymapi for the benchmarked paths: the API key in `Authorization: Bearer`, resolved
 to its gym by its SHA-256 fingerprint; `GET /api/v1/members/{id}`; `GET /api/v1/members` with
-`page`, `per_page` (20), `search` (substring of name or email), newest first, with the exact
-`total`. No rate limit (it would only slow the peer down).
+`page`, `per_page` (25, gymapi's default), `search` (substring of name or email), newest first,
+with the exact `total`; `POST /api/v1/members` (first and last name, email), filed under the gym's
+first facility. No rate limit and no idempotency keys (they would only slow the peer down).
 """
 
 import hashlib
 import math
 import os
 import uuid
-from datetime import datetime
+from datetime import datetime, timezone
 
 from fastapi import Depends, FastAPI, Header, HTTPException
+from pydantic import BaseModel
 from sqlalchemy import Boolean, DateTime, Integer, String, Uuid, func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -44,6 +46,13 @@ class Gym(Base):
     api_access: Mapped[bool] = mapped_column(Boolean)
 
 
+class Facility(Base):
+    __tablename__ = "facilities"
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    gym_id: Mapped[uuid.UUID] = mapped_column(Uuid)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 class Member(Base):
     __tablename__ = "members"
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
@@ -52,6 +61,7 @@ class Member(Base):
     first_name: Mapped[str] = mapped_column(String)
     last_name: Mapped[str] = mapped_column(String)
     email: Mapped[str | None] = mapped_column(String)
+    email_normalized: Mapped[str | None] = mapped_column(String)
     phone: Mapped[str | None] = mapped_column(String)
     gender: Mapped[str | None] = mapped_column(String)
     city: Mapped[str | None] = mapped_column(String)
@@ -117,7 +127,7 @@ async def get_member(member_id: uuid.UUID, gym: uuid.UUID = Depends(gym_of), db:
 @app.get("/api/v1/members")
 async def list_members(
     page: int = 1,
-    per_page: int = 20,
+    per_page: int = 25,
     search: str | None = None,
     gym: uuid.UUID = Depends(gym_of),
     db: AsyncSession = Depends(session),
@@ -144,3 +154,36 @@ async def list_members(
             "last_page": max(1, math.ceil(total / per_page)),
         },
     }
+
+
+class NewMember(BaseModel):
+    first_name: str
+    last_name: str
+    email: str | None = None
+
+
+@app.post("/api/v1/members", status_code=201)
+async def create_member(body: NewMember, gym: uuid.UUID = Depends(gym_of), db: AsyncSession = Depends(session)):
+    facility = (
+        await db.execute(
+            select(Facility.id).where(Facility.gym_id == gym).order_by(Facility.created_at, Facility.id).limit(1)
+        )
+    ).scalar_one()
+    now = datetime.now(timezone.utc)
+    m = Member(
+        id=uuid.uuid4(),
+        gym_id=gym,
+        facility_id=facility,
+        first_name=body.first_name,
+        last_name=body.last_name,
+        email=body.email,
+        email_normalized=body.email.lower() if body.email else None,
+        status="active",
+        visits_count=0,
+        created_at=now,
+        updated_at=now,
+        search_text=f"{body.first_name} {body.last_name}\n{body.email or ''}".lower(),
+    )
+    db.add(m)
+    await db.commit()
+    return record(m)
