@@ -197,7 +197,7 @@ async fn main() {
         &db,
         "Total of GET /members (counter minus rows after as_of)",
         &format!(
-            "SELECT CAST(COALESCE((SELECT value FROM gym_counters WHERE gym_id = '{g}' AND name = 'members'), 0) \
+            "SELECT CAST(COALESCE((SELECT SUM(value) FROM gym_counters WHERE gym_id = '{g}' AND name = 'members'), 0) \
          - (SELECT COUNT(*) FROM members WHERE gym_id = '{g}' AND created_at > now()) AS BIGINT) AS n"
         ),
     )

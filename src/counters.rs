@@ -11,34 +11,52 @@
 //!
 //! A list may also have a version ([`Counted::version`], so far [`MEMBERS_VERSION`]): a counter of
 //! writes rather than rows, bumped through [`Counted::written`].
+//!
+//! A counter is stored as [`SHARDS`] rows (`shard`), and its value is their sum. A writer adds to
+//! one shard, picked at random for its statement: a counter row is locked from the write's change
+//! of it until its commit, and with one row every concurrent write to a gym's members waited for
+//! the one before it. Readers sum the shards (one index range of at most [`SHARDS`] rows), in one
+//! statement, so they see one committed state.
 
 use chrono::{DateTime, Utc};
+use rand::Rng;
 use sea_orm::{ConnectionTrait, DbErr, FromQueryResult, Statement, Value};
 use uuid::Uuid;
 
 use crate::db::placeholders;
 
-/// Adds several deltas to counters of one gym in one statement (names must differ), creating the
-/// counters that do not exist.
+/// Rows per counter (see the module's documentation).
+pub const SHARDS: i16 = 16;
+
+/// Adds several deltas to counters of one gym in one statement (names must differ), all to one
+/// shard picked at random, creating the rows that do not exist. The rows are written in the order
+/// of their names, so two writers that meet on a shard lock its rows in the same order.
 pub async fn add_many(db: &impl ConnectionTrait, gym_id: Uuid, deltas: &[(String, i64)]) -> Result<(), DbErr> {
-    let deltas: Vec<&(String, i64)> = deltas.iter().filter(|(_, d)| *d != 0).collect();
+    let mut deltas: Vec<&(String, i64)> = deltas.iter().filter(|(_, d)| *d != 0).collect();
     if deltas.is_empty() {
         return Ok(());
     }
+    deltas.sort_by(|a, b| a.0.cmp(&b.0));
+    let shard = rand::thread_rng().gen_range(0..SHARDS);
     let backend = db.get_database_backend();
-    let rows = vec!["(?, ?, ?)"; deltas.len()].join(", ");
+    let rows = vec!["(?, ?, ?, ?)"; deltas.len()].join(", ");
     let sql = placeholders(
         backend,
         &format!(
-            "INSERT INTO gym_counters (gym_id, name, value) VALUES {rows} \
-             ON CONFLICT (gym_id, name) DO UPDATE SET value = gym_counters.value + excluded.value"
+            "INSERT INTO gym_counters (gym_id, name, shard, value) VALUES {rows} \
+             ON CONFLICT (gym_id, name, shard) DO UPDATE SET value = gym_counters.value + excluded.value"
         ),
     );
-    let values: Vec<Value> =
-        deltas.iter().flat_map(|(name, delta)| [gym_id.into(), name.as_str().into(), (*delta).into()]).collect();
+    let values: Vec<Value> = deltas
+        .iter()
+        .flat_map(|(name, delta)| [gym_id.into(), name.as_str().into(), shard.into(), (*delta).into()])
+        .collect();
     db.execute(Statement::from_sql_and_values(backend, sql, values)).await?;
     Ok(())
 }
+
+/// A counter's value as a scalar SQL expression: the sum of its shards (`?`: the gym, the name).
+const COUNTER: &str = "COALESCE((SELECT SUM(value) FROM gym_counters WHERE gym_id = ? AND name = ?), 0)";
 
 #[derive(FromQueryResult)]
 struct Count {
@@ -102,8 +120,7 @@ pub fn total_as_of_sql(gym_id: Uuid, list: Counted, label: Option<&str>, as_of: 
     };
     values.push(as_of.into());
     let expr = format!(
-        "CAST(COALESCE((SELECT value FROM gym_counters WHERE gym_id = ? AND name = ?), 0) \
-         - (SELECT COUNT(*) FROM {table} WHERE gym_id = ?{label_filter} AND created_at > ?) AS BIGINT)"
+        "CAST({COUNTER} - (SELECT COUNT(*) FROM {table} WHERE gym_id = ?{label_filter} AND created_at > ?) AS BIGINT)"
     );
     (expr, values)
 }
@@ -126,8 +143,9 @@ pub async fn members_state(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<Me
     let backend = db.get_database_backend();
     let sql = placeholders(
         backend,
-        "SELECT CAST(COALESCE((SELECT value FROM gym_counters WHERE gym_id = ? AND name = ?), 0) AS BIGINT) AS version, \
-         (SELECT MAX(created_at) FROM members WHERE gym_id = ?) AS newest",
+        &format!(
+            "SELECT CAST({COUNTER} AS BIGINT) AS version, (SELECT MAX(created_at) FROM members WHERE gym_id = ?) AS newest"
+        ),
     );
     let values: Vec<Value> = vec![gym_id.into(), MEMBERS_VERSION.into(), gym_id.into()];
     let row = MembersState::find_by_statement(Statement::from_sql_and_values(backend, sql, values)).one(db).await?;
@@ -144,7 +162,7 @@ pub async fn members_as_of(
     total_as_of(db, gym_id, MEMBER_ROWS, status, as_of).await
 }
 
-/// Rebuilds every counter of a gym from its rows (after a bulk load, or to repair), and bumps
+/// Rebuilds every counter of a gym from its rows (after a bulk load, or to repair) into shard 0, and bumps
 /// the lists' versions, which it keeps.
 pub async fn recount(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<(), DbErr> {
     let backend = db.get_database_backend();

@@ -1,7 +1,7 @@
 use sea_orm::entity::prelude::*;
 
 /// A running count per gym (`members`, `members.active`, ...), written in the same transaction as
-/// the rows it counts.
+/// the rows it counts. A counter is the sum of its shards; each write adds to one of them.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "gym_counters")]
 pub struct Model {
@@ -9,6 +9,8 @@ pub struct Model {
     pub gym_id: Uuid,
     #[sea_orm(primary_key, auto_increment = false)]
     pub name: String,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub shard: i16,
     pub value: i64,
 }
 

@@ -11,6 +11,7 @@ mod m20261123_000006_revenue_index;
 mod m20261123_000007_tenant_search_index;
 mod m20261123_000008_member_facility_key;
 mod m20261124_000009_sqlite_search_cover;
+mod m20261124_000010_counter_shards;
 
 pub struct Migrator;
 
@@ -27,6 +28,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000007_tenant_search_index::Migration),
             Box::new(m20261123_000008_member_facility_key::Migration),
             Box::new(m20261124_000009_sqlite_search_cover::Migration),
+            Box::new(m20261124_000010_counter_shards::Migration),
         ]
     }
 }
