@@ -3,7 +3,7 @@
 //! picked at random, so concurrent writes to one gym's members no longer wait on one row (`members`,
 //! `members.<status>`, `members:version`) from their first change of it until their commit. Measured
 //! with `POST /members` at 32 connections on one gym of `bench-seed`'s PostgreSQL deployment: about
-//! 860 requests/s with one row, 1,800 with the counters not written at all. The rows there were
+//! 860 requests/s with one row, 1,800 with the counters not written at all. The existing rows
 //! become shard 0.
 
 use sea_orm_migration::prelude::*;
