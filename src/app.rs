@@ -150,7 +150,7 @@ async fn gate<E: Endpoint>(next: Arc<E>, req: Request, state: AppState) -> poem:
     state.last_used.touch(&state.db, tenant.key_id);
     state.usage.record(tenant.owner_gym_id, tenant.key_id);
     let mut response = if decision.allowed {
-        route(next, req, &state, tenant).await
+        Box::pin(route(next, req, &state, tenant)).await
     } else {
         ApiError::RateLimited { retry_after_secs: decision.retry_after_secs }.as_response()
     };
@@ -220,7 +220,7 @@ async fn route<E: Endpoint>(
                 let scope = format!("{}:{}", tenant.gym_id, hex::encode(Sha256::digest(key.as_bytes())));
                 let fingerprint = request_fingerprint(req.method().as_str(), &path, req.uri().query(), &body);
                 req.extensions_mut().insert(RequestContext { tenant, base_url, path });
-                return idempotent(next, req, state, &scope, &fingerprint).await;
+                return Box::pin(idempotent(next, req, state, &scope, &fingerprint)).await;
             }
         }
     }
