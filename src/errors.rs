@@ -1,7 +1,7 @@
 //! One error type for the whole API: each variant maps to one status and one JSON body of
 //! openapi.yaml (`Error` or `ValidationError`). Internal causes are logged, never sent.
 
-use std::collections::BTreeMap;
+use std::{borrow::Cow, collections::BTreeMap};
 
 use poem::{
     IntoResponse, Response,
@@ -106,20 +106,20 @@ impl ApiError {
         }
     }
 
-    fn message(&self) -> String {
+    fn message(&self) -> Cow<'_, str> {
         match self {
-            Self::Unauthorized => UNAUTHORIZED_MESSAGE.into(),
-            Self::PaymentRequired => "payment_required".into(),
-            Self::Forbidden(m) | Self::NotFound(m) | Self::ServiceUnavailable(m) => m.clone(),
-            Self::MethodNotAllowed { method, path, .. } => {
-                format!("{method} is not allowed on {path}.")
-            }
-            Self::IdempotencyConflict => "A request with this Idempotency-Key is still in progress.".into(),
-            Self::Validation(errors) => errors.summary(),
+            Self::Unauthorized => Cow::Borrowed(UNAUTHORIZED_MESSAGE),
+            Self::PaymentRequired => Cow::Borrowed("payment_required"),
+            Self::Forbidden(m) | Self::NotFound(m) | Self::ServiceUnavailable(m) => Cow::Borrowed(m),
+            Self::MethodNotAllowed { method, path, .. } => Cow::Owned(format!("{method} is not allowed on {path}.")),
+            Self::IdempotencyConflict => Cow::Borrowed("A request with this Idempotency-Key is still in progress."),
+            Self::Validation(errors) => Cow::Owned(errors.summary()),
             Self::RateLimited { retry_after_secs } => {
-                format!("Too many requests. Retry after {retry_after_secs} seconds.")
+                Cow::Owned(format!("Too many requests. Retry after {retry_after_secs} seconds."))
             }
-            Self::Internal(_) => "Something went wrong on our side. Quote the X-Request-Id when reporting it.".into(),
+            Self::Internal(_) => {
+                Cow::Borrowed("Something went wrong on our side. Quote the X-Request-Id when reporting it.")
+            }
         }
     }
 }
@@ -157,11 +157,12 @@ impl ResponseError for ApiError {
         if let Self::Internal(err) = self {
             tracing::error!(error = format!("{err:#}"), "internal error");
         }
-        let body = match self {
-            Self::Validation(errors) => json!({ "message": errors.summary(), "errors": errors.0 }),
-            _ => json!({ "error": { "type": self.kind(), "message": self.message() } }),
+        let mut response = match self {
+            Self::Validation(errors) => {
+                json_response(self.status(), &json!({ "message": errors.summary(), "errors": errors.0 }))
+            }
+            _ => error_response(self.status(), self.kind(), &self.message()),
         };
-        let mut response = json_response(self.status(), &body);
         match self {
             Self::RateLimited { retry_after_secs } => {
                 response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
@@ -179,7 +180,10 @@ impl ResponseError for ApiError {
 
 /// A JSON response with the given status.
 pub fn json_response(status: StatusCode, body: &serde_json::Value) -> Response {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    json_bytes_response(status, serde_json::to_vec(body).unwrap_or_default())
+}
+
+fn json_bytes_response(status: StatusCode, bytes: Vec<u8>) -> Response {
     Response::builder().status(status).content_type("application/json; charset=utf-8").body(bytes).into_response()
 }
 
@@ -220,5 +224,22 @@ pub fn to_json_error(err: poem::Error) -> Response {
             return ApiError::Validation(errors).as_response();
         }
     };
-    json_response(status, &json!({ "error": { "type": kind, "message": message } }))
+    error_response(status, kind, &message)
+}
+
+/// `{"error": {"message": ..., "type": ...}}`, serialised from its two parts (the same bytes as
+/// the `json!` map, whose keys come out sorted) without building a map for them.
+fn error_response(status: StatusCode, kind: &str, message: &str) -> Response {
+    #[derive(serde::Serialize)]
+    struct Body<'a> {
+        error: Fields<'a>,
+    }
+    #[derive(serde::Serialize)]
+    struct Fields<'a> {
+        message: &'a str,
+        #[serde(rename = "type")]
+        kind: &'a str,
+    }
+    let bytes = serde_json::to_vec(&Body { error: Fields { message, kind } }).unwrap_or_default();
+    json_bytes_response(status, bytes)
 }
