@@ -45,6 +45,8 @@ pub struct AppState {
     pub resolutions: Arc<auth::Resolutions>,
     /// Totals of member searches, kept per version of the gym's members.
     pub search_totals: Arc<crate::api::search_totals::SearchTotals>,
+    /// The statistics, kept per gym and per version of what they count.
+    pub statistics: Arc<crate::api::statistics::KeptStatistics>,
 }
 
 impl AppState {
@@ -61,6 +63,7 @@ impl AppState {
             usage: Arc::new(crate::usage::Usage::default()),
             resolutions: Arc::new(auth::Resolutions::default()),
             search_totals: Arc::default(),
+            statistics: Arc::default(),
         })
     }
 

@@ -9,8 +9,11 @@
 //! transaction (`add_many`), or rebuild them after a bulk load (`recount`). The demo data test compares
 //! every counted total with a real count.
 //!
-//! A list may also have a version ([`Counted::version`], so far [`MEMBERS_VERSION`]): a counter of
-//! writes rather than rows, bumped through [`Counted::written`].
+//! A list may also have a version ([`Counted::version`]: [`MEMBERS_VERSION`], [`PURCHASES_VERSION`]):
+//! a counter of writes rather than rows, bumped through [`Counted::written`]. The members'
+//! memberships have a version without a list ([`MEMBERSHIPS_VERSION`]). Whoever adds a writer of
+//! one of these tables bumps its version in the same transaction: what is kept per version (search
+//! totals, statistics) is used again for as long as the version reads the same.
 //!
 //! A counter is stored as [`SHARDS`] rows (`shard`), and its value is their sum. A writer adds to
 //! one shard, picked at random for its statement: a counter row is locked from the write's change
@@ -88,7 +91,8 @@ pub const MEMBER_ROWS: Counted = Counted { table: "members", label: "status", ve
 pub const MEMBERSHIP_PLAN_ROWS: Counted = Counted { table: "membership_plans", label: "status", version: None };
 pub const SUBSCRIPTION_PLAN_ROWS: Counted = Counted { table: "subscription_plans", label: "status", version: None };
 pub const PRODUCT_ROWS: Counted = Counted { table: "products", label: "status", version: None };
-pub const PURCHASE_ROWS: Counted = Counted { table: "purchases", label: "payment_status", version: None };
+pub const PURCHASE_ROWS: Counted =
+    Counted { table: "purchases", label: "payment_status", version: Some(PURCHASES_VERSION) };
 pub const ATTENDANCE_ROWS: Counted = Counted { table: "attendance", label: "status", version: None };
 pub const ALL: [Counted; 6] =
     [MEMBER_ROWS, MEMBERSHIP_PLAN_ROWS, SUBSCRIPTION_PLAN_ROWS, PRODUCT_ROWS, PURCHASE_ROWS, ATTENDANCE_ROWS];
@@ -131,6 +135,58 @@ pub fn total_as_of_sql(gym_id: Uuid, list: Counted, label: Option<&str>, as_of: 
 /// the version reads the same (see `api::search_totals`).
 pub const MEMBERS_VERSION: &str = "members:version";
 
+/// Like [`MEMBERS_VERSION`], for the sales: bumped by every write that adds purchases to a gym.
+pub const PURCHASES_VERSION: &str = "purchases:version";
+
+/// Like [`MEMBERS_VERSION`], for the members' memberships (the holdings behind the statistics'
+/// `active_memberships`), which have no list and no counts of their own: bumped by every write
+/// that adds some.
+pub const MEMBERSHIPS_VERSION: &str = "member_memberships:version";
+
+/// The delta that bumps a gym's [`MEMBERSHIPS_VERSION`], for [`add_many`].
+pub fn memberships_written() -> (String, i64) {
+    (MEMBERSHIPS_VERSION.to_string(), 1)
+}
+
+/// Every version counter: those of the counted lists and [`MEMBERSHIPS_VERSION`].
+fn versions() -> Vec<(String, i64)> {
+    ALL.iter().filter_map(Counted::written).chain([memberships_written()]).collect()
+}
+
+/// The versions of what the statistics report (members, purchases, memberships) and the gym's
+/// facilities, read in one statement: a summary computed after reading them holds for as long as
+/// they read the same (see `api::statistics`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromQueryResult)]
+pub struct StatisticsState {
+    pub members: i64,
+    pub purchases: i64,
+    pub memberships: i64,
+    pub facilities: i64,
+}
+
+pub async fn statistics_state(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<StatisticsState, DbErr> {
+    let backend = db.get_database_backend();
+    let sql = placeholders(
+        backend,
+        &format!(
+            "SELECT CAST({COUNTER} AS BIGINT) AS members, CAST({COUNTER} AS BIGINT) AS purchases, \
+             CAST({COUNTER} AS BIGINT) AS memberships, \
+             CAST((SELECT COUNT(*) FROM facilities WHERE gym_id = ?) AS BIGINT) AS facilities"
+        ),
+    );
+    let values: Vec<Value> = vec![
+        gym_id.into(),
+        MEMBERS_VERSION.into(),
+        gym_id.into(),
+        PURCHASES_VERSION.into(),
+        gym_id.into(),
+        MEMBERSHIPS_VERSION.into(),
+        gym_id.into(),
+    ];
+    let row = StatisticsState::find_by_statement(Statement::from_sql_and_values(backend, sql, values)).one(db).await?;
+    row.ok_or_else(|| DbErr::RecordNotFound("the statistics state statement returned no row".into()))
+}
+
 /// Where a gym's members stand: their [`MEMBERS_VERSION`] and the newest `created_at` among them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, FromQueryResult)]
 pub struct MembersState {
@@ -168,7 +224,7 @@ pub async fn recount(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<(), DbEr
     let backend = db.get_database_backend();
     let run =
         |sql: String, values: Vec<Value>| Statement::from_sql_and_values(backend, placeholders(backend, &sql), values);
-    let bumps: Vec<(String, i64)> = ALL.iter().filter_map(Counted::written).collect();
+    let bumps = versions();
     let mut values: Vec<Value> = vec![gym_id.into()];
     values.extend(bumps.iter().map(|(name, _)| Value::from(name.as_str())));
     let kept = vec!["?"; bumps.len()].join(", ");

@@ -8,7 +8,7 @@ mod catalog;
 mod import;
 mod members;
 pub mod search_totals;
-mod statistics;
+pub mod statistics;
 mod webhooks;
 
 pub use members::search_text;

@@ -1,4 +1,15 @@
 //! `Statistics`: summary figures of the gym.
+//!
+//! The figures (member counts, memberships running today, this month's paid revenue) are computed
+//! once per state of what they count and kept: a dashboard that polls them, or many integrations
+//! of one gym asking at once, cost one small statement each (the versions of members, purchases
+//! and memberships, and the facilities) instead of a count over the month's sales. The rule is
+//! the search totals' (see `search_totals`): every write that changes what the figures count
+//! bumps a version in its own transaction ([`counters::StatisticsState`]), the versions are read
+//! before the figures are computed, and kept figures are used again only while all three read the
+//! same, on the same local day (which fixes "today" and "this month") in the same time zone. The
+//! versions live in the database, so several servers on one database stay exact; each keeps its
+//! own figures, one entry per gym.
 
 use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
 use chrono_tz::Tz;
@@ -7,6 +18,11 @@ use sea_orm::{
     ColumnTrait, ConnectionTrait, DbErr, EntityTrait, FromQueryResult, QueryFilter, QuerySelect, Statement, Value,
     sea_query::Expr,
 };
+use std::{
+    collections::HashMap,
+    sync::{Mutex, PoisonError},
+};
+
 use uuid::Uuid;
 
 use super::{Handlers, generated::*, money};
@@ -19,17 +35,15 @@ struct CurrencySum {
     amount: i64,
 }
 
-#[derive(FromQueryResult)]
+#[derive(Clone, Copy, FromQueryResult)]
 struct Figures {
     total: i64,
     active: i64,
     inactive: i64,
     active_memberships: i64,
-    facilities: i64,
 }
 
-/// The member counts as of `at`, the memberships running on `today` and the facilities, in one
-/// statement.
+/// The member counts as of `at` and the memberships running on `today`, in one statement.
 async fn figures(
     db: &impl ConnectionTrait,
     gym_id: Uuid,
@@ -44,18 +58,74 @@ async fn figures(
         expr
     };
     let (total, active, inactive) = (members(None), members(Some("active")), members(Some("inactive")));
-    values.extend([gym_id.into(), today.into(), today.into(), gym_id.into()]);
+    values.extend([gym_id.into(), today.into(), today.into()]);
     let sql = format!(
         "SELECT {total} AS total, {active} AS active, {inactive} AS inactive, \
          CAST((SELECT COUNT(*) FROM member_memberships WHERE gym_id = ? AND starts_on <= ? \
-               AND (ends_on IS NULL OR ends_on >= ?)) AS BIGINT) AS active_memberships, \
-         CAST((SELECT COUNT(*) FROM facilities WHERE gym_id = ?) AS BIGINT) AS facilities"
+               AND (ends_on IS NULL OR ends_on >= ?)) AS BIGINT) AS active_memberships"
     );
     let statement = Statement::from_sql_and_values(backend, placeholders(backend, &sql), values);
     let found = Figures::find_by_statement(statement).one(db).await?;
     found
         .map(|f| Figures { total: f.total.max(0), active: f.active.max(0), inactive: f.inactive.max(0), ..f })
         .ok_or_else(|| DbErr::RecordNotFound("the statistics statement returned no row".into()))
+}
+
+/// The versions a summary was computed at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Versions {
+    members: i64,
+    purchases: i64,
+    memberships: i64,
+}
+
+impl Versions {
+    fn of(state: &counters::StatisticsState) -> Self {
+        Self { members: state.members, purchases: state.purchases, memberships: state.memberships }
+    }
+}
+
+/// What a kept summary holds for: the versions read before it was computed, and the gym's local
+/// day and time zone, which fix "today" and "this month".
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Key {
+    state: Versions,
+    today: NaiveDate,
+    timezone: String,
+}
+
+/// A kept summary: everything but the facilities (read with the versions) and the time.
+#[derive(Clone)]
+struct Kept {
+    key: Key,
+    figures: Figures,
+    /// This month's paid revenue per currency, sorted by currency.
+    paid: Vec<(String, i64)>,
+}
+
+/// Gyms whose summary is kept at most; past it, the kept summaries are dropped and kept anew.
+const CAPACITY: usize = 10_000;
+
+/// The summaries kept by this process, one per gym (the newest computed).
+#[derive(Default)]
+pub struct KeptStatistics {
+    kept: Mutex<HashMap<Uuid, Kept>>,
+}
+
+impl KeptStatistics {
+    /// The summary kept for the gym, if it was computed at `key`.
+    fn get(&self, gym_id: Uuid, key: &Key) -> Option<Kept> {
+        let kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.get(&gym_id).filter(|k| k.key == *key).cloned()
+    }
+
+    fn put(&self, gym_id: Uuid, summary: Kept) {
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.len() >= CAPACITY && !kept.contains_key(&gym_id) {
+            kept.clear();
+        }
+        kept.insert(gym_id, summary);
+    }
 }
 
 /// First day of the month of `day`, and the first day of the next month.
@@ -86,29 +156,45 @@ impl StatisticsApi for Handlers {
             .zip(instant(next))
             .ok_or_else(|| ApiError::internal(anyhow::anyhow!("no local midnight")))?;
 
-        // Two statements side by side on the pool: the scalar figures in one (one snapshot; member
-        // counts from the gym's counters, exact in every write's transaction), the month's sums
-        // per currency in the other (from the index alone, see the revenue index migration).
-        let figures = figures(db, gym_id, today, at);
-        let sums = purchase::Entity::find()
-            .select_only()
-            .column(purchase::Column::Currency)
-            .column_as(
-                Expr::col(purchase::Column::TotalAmount).sum().cast_as(sea_orm::sea_query::Alias::new("BIGINT")),
-                "amount",
-            )
-            .filter(purchase::Column::GymId.eq(gym_id))
-            .filter(purchase::Column::PaymentStatus.eq("paid"))
-            .filter(purchase::Column::PurchasedAt.gte(start))
-            .filter(purchase::Column::PurchasedAt.lt(end))
-            .group_by(purchase::Column::Currency)
-            .into_model::<CurrencySum>()
-            .all(db);
-        let (Figures { total, active, inactive, active_memberships, facilities }, sums) =
-            tokio::try_join!(figures, sums)?;
+        let state = counters::statistics_state(db, gym_id).await?;
+        let key = Key { state: Versions::of(&state), today, timezone: tz.name().to_string() };
+        let kept = self.state.statistics.get(gym_id, &key);
+        let Kept { figures, paid, .. } = match kept {
+            Some(kept) => kept,
+            None => {
+                // Two statements side by side on the pool: the scalar figures in one (one snapshot;
+                // member counts from the gym's counters, exact in every write's transaction), the
+                // month's sums per currency in the other (from the index alone, see the revenue
+                // index migration). Kept under the versions read before either.
+                let figures = figures(db, gym_id, today, at);
+                let sums = purchase::Entity::find()
+                    .select_only()
+                    .column(purchase::Column::Currency)
+                    .column_as(
+                        Expr::col(purchase::Column::TotalAmount)
+                            .sum()
+                            .cast_as(sea_orm::sea_query::Alias::new("BIGINT")),
+                        "amount",
+                    )
+                    .filter(purchase::Column::GymId.eq(gym_id))
+                    .filter(purchase::Column::PaymentStatus.eq("paid"))
+                    .filter(purchase::Column::PurchasedAt.gte(start))
+                    .filter(purchase::Column::PurchasedAt.lt(end))
+                    .group_by(purchase::Column::Currency)
+                    .into_model::<CurrencySum>()
+                    .all(db);
+                let (figures, sums) = tokio::try_join!(figures, sums)?;
+                let mut paid: Vec<(String, i64)> = sums.into_iter().map(|s| (s.currency, s.amount)).collect();
+                paid.sort();
+                let kept = Kept { key, figures, paid };
+                self.state.statistics.put(gym_id, kept.clone());
+                kept
+            }
+        };
+        let Figures { total, active, inactive, active_memberships } = figures;
+        let facilities = state.facilities;
         let members = MemberCounts { total, active, inactive };
-        let mut paid: Vec<Money> = sums.into_iter().map(|s| money(s.amount, &s.currency)).collect();
-        paid.sort_by(|a, b| a.currency.cmp(&b.currency));
+        let paid: Vec<Money> = paid.iter().map(|(currency, amount)| money(*amount, currency)).collect();
 
         Ok(GetStatisticsResponse::Ok(Json(Statistics {
             object: StatisticsObject::Statistics,

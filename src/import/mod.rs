@@ -728,6 +728,9 @@ pub async fn memberships(
             [member_membership::Column::Id],
         )
         .await?;
+        if !created.is_empty() {
+            counters::add_many(&txn, gym_id, &[counters::memberships_written()]).await?;
+        }
         finish(txn, gym_id, ImportEntity::Memberships, received, created.len(), at).await
     };
     run(db, ImportEntity::Memberships, received, dry_run, validate, write).await

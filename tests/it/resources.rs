@@ -268,3 +268,65 @@ async fn statistics_count_members_memberships_facilities_and_paid_revenue() {
     let today = Utc::now().date_naive();
     assert_eq!(s["revenue_this_month"]["starts_on"], today.format("%Y-%m-01").to_string());
 }
+
+/// The statistics are kept per version of what they count: every write through the API that
+/// changes a figure shows in the next answer, on this server and on another one of the same
+/// database, each of which kept the answer before it.
+#[tokio::test]
+async fn statistics_follow_every_write_that_changes_them() {
+    let app = TestApp::spawn().await;
+    let other = app.another_instance().await;
+    let gym = app.gym("Kept").await;
+    let k = &gym.live_key;
+    let figures = || {
+        let (app, other) = (&app, &other);
+        async move {
+            let mut seen = Vec::new();
+            for base in [&app.address, other, &app.address, other] {
+                let r = app.client.get(format!("{base}/api/v1/statistics")).bearer_auth(k).send().await.unwrap();
+                assert_eq!(r.status(), 200);
+                let s: Value = r.json().await.unwrap();
+                seen.push(json!([s["members"], s["active_memberships"], s["revenue_this_month"]["paid"]]));
+            }
+            assert!(seen.windows(2).all(|w| w[0] == w[1]), "both servers, asked twice, agree: {seen:?}");
+            seen.swap_remove(0)
+        }
+    };
+    let members = |total: i64, active: i64| json!({"total": total, "active": active, "inactive": total - active});
+    assert_eq!(figures().await, json!([members(0, 0), 0, []]));
+
+    let created = app.member(k, "Ada", "Lovelace").await;
+    assert_eq!(figures().await, json!([members(1, 1), 0, []]));
+    let id = created["id"].as_str().unwrap();
+    let r = app.request("PATCH", &format!("/members/{id}"), Some(k), Some(json!({"status": "inactive"})), &[]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(figures().await, json!([members(1, 0), 0, []]));
+
+    let import = |entity: &'static str, rows: Value| {
+        let app = &app;
+        async move {
+            let r = app.post(k, &format!("/import/{entity}"), json!({ "rows": rows })).await;
+            assert_eq!(r.status, 200, "{entity}: {}", r.body);
+        }
+    };
+    import("members", json!([{"legacy_id": "M-1", "first_name": "Grace", "last_name": "Hopper"}])).await;
+    assert_eq!(figures().await, json!([members(2, 1), 0, []]));
+    let plan =
+        json!({"legacy_id": "P-1", "kind": "membership", "name": "Visits", "price": {"amount": 1, "currency": "EUR"}});
+    import("plans", json!([plan])).await;
+    let today = Utc::now().date_naive();
+    import(
+        "memberships",
+        json!([{"legacy_id": "MS-1", "member_legacy_id": "M-1", "plan_legacy_id": "P-1", "starts_on": today}]),
+    )
+    .await;
+    assert_eq!(figures().await, json!([members(2, 1), 1, []]));
+    let sale = |id: &str, amount: i64, status: &str| {
+        json!({"legacy_id": id, "description": "Water", "total": {"amount": amount, "currency": "EUR"},
+               "payment_status": status, "purchased_at": Utc::now()})
+    };
+    import("purchases", json!([sale("S-1", 250, "paid"), sale("S-2", 900, "pending")])).await;
+    assert_eq!(figures().await, json!([members(2, 1), 1, [{"amount": 250, "currency": "EUR"}]]));
+    import("purchases", json!([sale("S-3", 100, "paid")])).await;
+    assert_eq!(figures().await, json!([members(2, 1), 1, [{"amount": 350, "currency": "EUR"}]]));
+}
