@@ -117,9 +117,7 @@ impl ApiError {
             Self::RateLimited { retry_after_secs } => {
                 Cow::Owned(format!("Too many requests. Retry after {retry_after_secs} seconds."))
             }
-            Self::Internal(_) => {
-                Cow::Borrowed("Something went wrong on our side. Quote the X-Request-Id when reporting it.")
-            }
+            Self::Internal(_) => Cow::Borrowed(INTERNAL_MESSAGE),
         }
     }
 }
@@ -209,14 +207,11 @@ pub fn to_json_error(err: poem::Error) -> Response {
     }
     let status = err.status();
     let (kind, message) = match status {
-        StatusCode::NOT_FOUND => ("not_found", "No such path.".to_string()),
-        StatusCode::METHOD_NOT_ALLOWED => ("method_not_allowed", "Method not allowed on this path.".to_string()),
+        StatusCode::NOT_FOUND => ("not_found", "No such path."),
+        StatusCode::METHOD_NOT_ALLOWED => ("method_not_allowed", "Method not allowed on this path."),
         s if s.is_server_error() => {
             tracing::error!(error = %err, "unhandled error");
-            (
-                "internal_error",
-                "Something went wrong on our side. Quote the X-Request-Id when reporting it.".to_string(),
-            )
+            ("internal_error", INTERNAL_MESSAGE)
         }
         _ => {
             let mut errors = FieldErrors::new();
@@ -224,8 +219,11 @@ pub fn to_json_error(err: poem::Error) -> Response {
             return ApiError::Validation(errors).as_response();
         }
     };
-    error_response(status, kind, &message)
+    error_response(status, kind, message)
 }
+
+/// What a client is told of a failure on our side; the cause goes to the log.
+const INTERNAL_MESSAGE: &str = "Something went wrong on our side. Quote the X-Request-Id when reporting it.";
 
 /// `{"error": {"message": ..., "type": ...}}`, serialised from its two parts (the same bytes as
 /// the `json!` map, whose keys come out sorted) without building a map for them.

@@ -11,6 +11,11 @@
 //! versions live in the database, so several servers on one database stay exact; each keeps its
 //! own figures, one entry per gym.
 
+use std::{
+    collections::HashMap,
+    sync::{Mutex, PoisonError},
+};
+
 use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
 use chrono_tz::Tz;
 use entity::purchase;
@@ -18,11 +23,6 @@ use sea_orm::{
     ColumnTrait, ConnectionTrait, DbErr, EntityTrait, FromQueryResult, QueryFilter, QuerySelect, Statement, Value,
     sea_query::Expr,
 };
-use std::{
-    collections::HashMap,
-    sync::{Mutex, PoisonError},
-};
-
 use uuid::Uuid;
 
 use super::{Handlers, generated::*, money};
@@ -71,25 +71,11 @@ async fn figures(
         .ok_or_else(|| DbErr::RecordNotFound("the statistics statement returned no row".into()))
 }
 
-/// The versions a summary was computed at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Versions {
-    members: i64,
-    purchases: i64,
-    memberships: i64,
-}
-
-impl Versions {
-    fn of(state: &counters::StatisticsState) -> Self {
-        Self { members: state.members, purchases: state.purchases, memberships: state.memberships }
-    }
-}
-
-/// What a kept summary holds for: the versions read before it was computed, and the gym's local
-/// day and time zone, which fix "today" and "this month".
+/// What a kept summary holds for: the versions (and facilities) read before it was computed, and
+/// the gym's local day and time zone, which fix "today" and "this month".
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Key {
-    state: Versions,
+    state: counters::StatisticsState,
     today: NaiveDate,
     timezone: String,
 }
@@ -157,7 +143,7 @@ impl StatisticsApi for Handlers {
             .ok_or_else(|| ApiError::internal(anyhow::anyhow!("no local midnight")))?;
 
         let state = counters::statistics_state(db, gym_id).await?;
-        let key = Key { state: Versions::of(&state), today, timezone: tz.name().to_string() };
+        let key = Key { state, today, timezone: tz.name().to_string() };
         let kept = self.state.statistics.get(gym_id, &key);
         let Kept { figures, paid, .. } = match kept {
             Some(kept) => kept,
