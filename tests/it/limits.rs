@@ -94,6 +94,35 @@ async fn instances_share_the_limit_through_redis() {
     }
 }
 
+/// The log slides: a request leaves the window on its own, one window after it was counted, and a
+/// refusal waits for the oldest request still in it. On the store the suite runs with (a Redis
+/// stream, or the in-process log).
+#[tokio::test]
+async fn each_request_leaves_the_window_on_its_own() {
+    use gymapi::limits::RatePolicy;
+    let app = TestApp::spawn().await;
+    let store = &app.store;
+    let policy = RatePolicy { limit: 3, window: Duration::from_secs(2) };
+    let started = Instant::now();
+    assert_eq!(store.hit("slide", policy).await.unwrap().remaining, 2);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(store.hit("slide", policy).await.unwrap().remaining, 1);
+    assert_eq!(store.hit("slide", policy).await.unwrap().remaining, 0);
+    let refused = store.hit("slide", policy).await.unwrap();
+    assert!(!refused.allowed, "a fourth request in the window is refused");
+    assert_eq!(refused.retry_after_secs, 1, "the first request leaves about 1 s from now");
+    assert!(store.hit("slide-other", policy).await.unwrap().allowed, "buckets are apart");
+
+    // The first request has left; the two after it have not.
+    tokio::time::sleep(Duration::from_millis(2_200).saturating_sub(started.elapsed())).await;
+    let again = store.hit("slide", policy).await.unwrap();
+    assert!(again.allowed, "the first request left the window ({})", store.name());
+    assert_eq!(again.remaining, 0, "the second and third are still in it");
+    let refused = store.hit("slide", policy).await.unwrap();
+    assert!(!refused.allowed);
+    assert!((1..=2).contains(&refused.retry_after_secs), "{}", refused.retry_after_secs);
+}
+
 fn keyed(key: &str) -> [(&'static str, String); 1] {
     [("Idempotency-Key", key.to_string())]
 }
