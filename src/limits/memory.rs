@@ -22,8 +22,8 @@ pub struct MemoryStore {
 }
 
 /// A bucket's sliding log, to the millisecond (the resolution of the Redis store's log, whose
-/// entry IDs are Redis's clock in milliseconds): each entry is a millisecond since the store was made
-/// and how many requests were counted in it, so the log's memory follows the milliseconds with
+/// entry IDs are Redis's clock in milliseconds): each entry is a millisecond since the store was
+/// made and how many requests were counted in it, so the log's memory follows the milliseconds with
 /// traffic in the window, not the requests. At 20,000 requests/s under a raised limit that is
 /// about 60,000 entries (1 MB) where one entry per request took 1.2 million (10 MB, 20 MB while
 /// the log grew).
