@@ -1,6 +1,6 @@
 //! Generates the poem-openapi layer of the service from `openapi.yaml`, the contract.
 //!
-//! Output (`$OUT_DIR/api.rs`, included by `src/api/generated.rs`):
+//! Output (`$OUT_DIR/api.rs`, included by `src/openapi.rs`):
 //! - one `Object` struct per object schema and one `Enum` per string enum in `components.schemas`
 //!   (inline enums become `<Schema><Property>` enums);
 //! - per operation: a `<Operation>Params` struct (parameters and body) and a `<Operation>Response`
@@ -482,7 +482,7 @@ impl<'a> Generator<'a> {
             quote! {
                 impl #response_ident {
                     fn bad_request(err: poem::Error) -> Self {
-                        Self::UnprocessableEntity(crate::types::wire::Json(crate::errors::validation_error_from_parse(&err)))
+                        Self::UnprocessableEntity(crate::types::wire::Json(crate::openapi::validation_error_from_parse(&err)))
                     }
                 }
             }

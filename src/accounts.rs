@@ -13,7 +13,13 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::{auth, context::Environment, limits::Store};
+use crate::{
+    auth,
+    context::Environment,
+    db::is_unique_violation,
+    limits::Store,
+    records::{new_id, now},
+};
 
 /// The message of SPEC.md for a test key without a sandbox.
 pub const SANDBOX_REQUIRED: &str = "Provision a sandbox first to create a test key.";
@@ -91,16 +97,6 @@ impl Actor {
 
 pub fn user_has(u: &user::Model, permission: Permission) -> bool {
     u.role == "owner" || u.permissions.split(',').any(|p| p.trim() == permission.as_str())
-}
-
-/// Timestamps are kept to the microsecond, the precision both databases store.
-pub fn now() -> DateTime<Utc> {
-    let t = Utc::now();
-    DateTime::from_timestamp_micros(t.timestamp_micros()).unwrap_or(t)
-}
-
-pub fn new_id() -> Uuid {
-    Uuid::now_v7()
 }
 
 fn check_timezone(tz: &str) -> Result<()> {
@@ -252,10 +248,6 @@ pub async fn with_sandbox(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<Vec
     let mut gyms = vec![gym_id];
     gyms.extend(sandbox_of(db, gym_id).await?.map(|s| s.id));
     Ok(gyms)
-}
-
-pub fn is_unique_violation(err: &sea_orm::DbErr) -> bool {
-    matches!(err.sql_err(), Some(sea_orm::SqlErr::UniqueConstraintViolation(_)))
 }
 
 /// A key just created: the full key is in `key` and exists nowhere else.

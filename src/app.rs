@@ -16,12 +16,13 @@ use serde_json::json;
 use tracing::Instrument as _;
 
 use crate::{
-    api::{Handlers, generated::Api},
+    api::Handlers,
     auth::{self, LastUsed},
     config::Config,
     context::RequestContext,
     contract::{self, Contract, MAX_BODY_BYTES, RouteMatch},
     errors::{ApiError, json_response, to_json_error},
+    openapi::Api,
     limits::{IdempotencyState, RatePolicy, Store, StoredResponse},
 };
 use bytes::Bytes;
@@ -144,7 +145,7 @@ async fn edge<E: Endpoint>(next: Arc<E>, req: Request) -> poem::Result<Response>
 async fn gate<E: Endpoint>(next: Arc<E>, req: Request, state: AppState) -> poem::Result<Response> {
     let key = auth::key_from_headers(req.headers());
     let policy = RatePolicy::per_minute(state.config.rate_limit_per_minute);
-    let now = crate::accounts::now();
+    let now = crate::records::now();
     let (tenant, decision) =
         match auth::admit(&state.db, &*state.store, &state.resolutions, key.as_deref(), policy, now).await {
             Ok(admitted) => admitted,

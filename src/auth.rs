@@ -10,7 +10,7 @@ use uuid::Uuid;
 use crate::{
     context::{Environment, Tenant},
     errors::{ApiError, NO_API_ACCESS_MESSAGE},
-    limits::{Admission, Decision, RatePolicy, Store},
+    limits::{Admission, Decision, GRANT_TTL, RatePolicy, Store},
 };
 
 pub const LIVE_PREFIX: &str = "svc_live_";
@@ -93,12 +93,6 @@ pub fn subscription_blocks(status: &str, grace_ends_at: Option<DateTime<Utc>>, n
         _ => grace_ends_at.is_none_or(|end| end <= now),
     }
 }
-
-/// How long a resolved key may be answered from the key cache (Redis) at most. Revoking or rolling
-/// a key, and changing its gym, drop the key's grant at once (`forget`); this bounds only what a
-/// change made behind gymapi's back (SQL by hand), or one made while Redis could not be reached,
-/// leaves cached.
-pub const GRANT_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A resolved key as the key cache keeps it: the tenant, and until when that answer holds (the
 /// key's retirement or the end of a grace period, whichever comes first).

@@ -348,12 +348,12 @@ async fn open(config: &Config) -> Result<DatabaseConnection, Failure> {
 
 /// The store whose key cache a change to keys or gyms must clear: the server's Redis when
 /// `REDIS_URL` is set. If it cannot be reached the change is still made, with a warning: cached
-/// grants expire within `auth::GRANT_TTL`, and servers skip the cache while Redis is down.
+/// grants expire within `limits::GRANT_TTL`, and servers skip the cache while Redis is down.
 async fn key_cache(config: &Config) -> std::sync::Arc<dyn crate::limits::Store> {
     match crate::limits::connect(config).await {
         Ok(store) => store,
         Err(e) => {
-            tracing::warn!(error = %e, "cached keys not cleared; the change takes effect within {} s", crate::auth::GRANT_TTL.as_secs());
+            tracing::warn!(error = %e, "cached keys not cleared; the change takes effect within {} s", crate::limits::GRANT_TTL.as_secs());
             std::sync::Arc::new(crate::limits::MemoryStore::default())
         }
     }
@@ -368,7 +368,7 @@ fn print(json_out: bool, value: serde_json::Value, human: impl FnOnce() -> Strin
 }
 
 fn opt_time(t: Option<DateTime<Utc>>) -> serde_json::Value {
-    t.map_or(serde_json::Value::Null, |t| json!(crate::pagination::rfc3339(t)))
+    t.map_or(serde_json::Value::Null, |t| json!(crate::records::rfc3339(t)))
 }
 
 async fn import(a: ImportArgs) -> Result<(), Failure> {
@@ -425,7 +425,7 @@ fn endpoint_json(e: &entity::webhook_endpoint::Model) -> serde_json::Value {
         "enabled": e.enabled,
         "disabled_reason": e.disabled_reason,
         "secret_rotated_until": opt_time(e.previous_secret_expires_at),
-        "created_at": crate::pagination::rfc3339(e.created_at),
+        "created_at": crate::records::rfc3339(e.created_at),
     })
 }
 
@@ -606,7 +606,7 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
         Command::Key(KeyCommand::List { gym, json }) => {
             let db = open(&config).await?;
             let keys = accounts::list_keys(&db, &Actor::Operator, gym).await?;
-            let now = accounts::now();
+            let now = crate::records::now();
             let rows: Vec<serde_json::Value> = keys
                 .iter()
                 .map(|k| {
@@ -623,7 +623,7 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
                     "ID", "ENV", "PREFIX", "STATUS", "LAST USED"
                 );
                 for k in &keys {
-                    let last = k.last_used_at.map(crate::pagination::rfc3339).unwrap_or_else(|| "never".into());
+                    let last = k.last_used_at.map(crate::records::rfc3339).unwrap_or_else(|| "never".into());
                     out.push_str(&format!(
                         "\n{:<36}  {:<5}  {:<14}  {:<18}  {:<20}  {}",
                         k.id,

@@ -155,6 +155,11 @@ pub fn is_busy(err: &sea_orm::DbErr) -> bool {
     text.contains("database is locked") || text.contains("(code: 5)") || text.contains("(code: 517)")
 }
 
+/// Whether a statement broke a unique index or constraint.
+pub fn is_unique_violation(err: &sea_orm::DbErr) -> bool {
+    matches!(err.sql_err(), Some(sea_orm::SqlErr::UniqueConstraintViolation(_)))
+}
+
 /// `?` placeholders in the form of the backend (`$1`, `$2`, ... on PostgreSQL).
 pub fn placeholders(backend: DbBackend, sql: &str) -> String {
     if backend != DbBackend::Postgres {

@@ -13,7 +13,8 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::{
-    accounts::{self, Actor, new_id, now},
+    accounts::{self, Actor},
+    records::{new_id, now},
     context::Environment,
     counters,
 };

@@ -185,20 +185,6 @@ fn json_bytes_response(status: StatusCode, bytes: Vec<u8>) -> Response {
     Response::builder().status(status).content_type("application/json; charset=utf-8").body(bytes).into_response()
 }
 
-/// poem-openapi's own parse failures (a backstop: the contract middleware validates every request
-/// against openapi.yaml before it reaches the generated routes) as our 422 body.
-pub fn validation_error_from_parse(err: &poem::Error) -> crate::api::generated::ValidationError {
-    let mut errors = FieldErrors::new();
-    if let Some(e) = err.downcast_ref::<poem_openapi::error::ParseParamError>() {
-        errors.add(e.name.to_string(), format!("The {} parameter is invalid: {}", e.name, e.reason));
-    } else if let Some(e) = err.downcast_ref::<poem_openapi::error::ParseRequestPayloadError>() {
-        errors.add("body", format!("The request body is invalid: {}", e.reason));
-    } else {
-        errors.add("request", err.to_string());
-    }
-    crate::api::generated::ValidationError { message: errors.summary(), errors: errors.0 }
-}
-
 /// Any error that reached the edge of the app, as JSON: ours keep their shape; the framework's
 /// (unknown path, wrong method, unreadable body) get the matching status and type.
 pub fn to_json_error(err: poem::Error) -> Response {

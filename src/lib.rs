@@ -2,7 +2,7 @@
 //! gym's members, plans, attendance, products and sales.
 //!
 //! `openapi.yaml` is the contract; `build.rs` generates the poem-openapi layer from it
-//! ([`api::generated`]), the handlers in [`api`] implement it, and [`app::app`] wires everything.
+//! ([`openapi`]), the handlers in [`api`] implement it, and [`app::app`] wires everything.
 #![forbid(unsafe_code)]
 
 pub mod accounts;
@@ -19,7 +19,9 @@ pub mod demo;
 pub mod errors;
 pub mod import;
 pub mod limits;
+pub mod openapi;
 pub mod pagination;
+pub mod records;
 pub mod server;
 pub mod settings;
 pub mod types;

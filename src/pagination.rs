@@ -4,7 +4,7 @@
 //! gave one) and every link carries it, so records created during the walk are not listed and do
 //! not shift later pages.
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, Order, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
     QueryTrait, Select,
@@ -34,7 +34,7 @@ impl Page {
         Self {
             page,
             per_page,
-            as_of: as_of.unwrap_or_else(crate::accounts::now),
+            as_of: as_of.unwrap_or_else(crate::records::now),
             total: 0,
             url: format!("{}{}", ctx.base_url, ctx.path),
             filters: Vec::new(),
@@ -80,7 +80,7 @@ impl Page {
         for (k, v) in &self.filters {
             q.append_pair(k, v);
         }
-        q.append_pair("as_of", &self.as_of.to_rfc3339_opts(SecondsFormat::Micros, true));
+        q.append_pair("as_of", &crate::records::rfc3339(self.as_of));
         q.append_pair("page", &page.to_string());
         q.append_pair("per_page", &self.per_page.to_string());
         format!("{}?{}", self.url, q.finish())
@@ -169,11 +169,6 @@ impl Window {
             Self { skip: offset, take: end - offset, newest_first: true }
         })
     }
-}
-
-/// RFC 3339 with microseconds and `Z`, as every time of the API is written.
-pub fn rfc3339(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
 #[cfg(test)]

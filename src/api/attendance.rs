@@ -5,13 +5,15 @@ use chrono_tz::Tz;
 use entity::attendance;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
-use super::{Handlers, Listing, generated::*, links, list_page, meta};
+use super::{Handlers, Listing, links, list_page, meta};
+use crate::openapi::*;
 use crate::types::wire::Json;
 use crate::{
     context::RequestContext,
     counters,
     errors::{ApiError, FieldErrors},
-    pagination::{Page, rfc3339},
+    pagination::Page,
+    records::rfc3339,
 };
 
 fn entry(m: attendance::Model) -> AttendanceEntry {

@@ -3,13 +3,15 @@
 use entity::{membership_plan, product, purchase, subscription_plan};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
-use super::{Handlers, Listing, find_in_gym, generated::*, links, list_page, meta, money};
+use super::{Handlers, Listing, find_in_gym, links, list_page, meta, money};
+use crate::openapi::*;
 use crate::types::wire::Json;
 use crate::{
     context::RequestContext,
     counters,
     errors::ApiError,
-    pagination::{Page, rfc3339},
+    pagination::Page,
+    records::rfc3339,
 };
 
 fn membership_plan(m: membership_plan::Model) -> MembershipPlan {

@@ -1,6 +1,7 @@
 //! `Import`: bulk import from a previous gym system; the rules live in `crate::import`.
 
-use super::{Handlers, generated::*};
+use super::Handlers;
+use crate::openapi::*;
 use crate::types::wire::Json;
 use crate::{context::RequestContext, errors::ApiError, import};
 

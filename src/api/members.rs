@@ -9,10 +9,13 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::{Handlers, find_in_gym, generated::*, links, meta, search_totals::Search};
+use super::{Handlers, find_in_gym, links, meta, search_totals::Search};
+use crate::openapi::*;
 use crate::types::wire::Json;
 use crate::{
-    accounts::{self, is_unique_violation, new_id, now},
+    accounts,
+    db::is_unique_violation,
+    records::{new_id, now},
     context::RequestContext,
     counters,
     errors::{ApiError, FieldErrors},
@@ -165,7 +168,7 @@ impl MembersApi for Handlers {
         let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
         page.filter("status", p.status.map(|s| s.as_str().to_string()));
         page.filter("search", p.search.clone());
-        page.filter("updated_since", p.updated_since.map(crate::pagination::rfc3339));
+        page.filter("updated_since", p.updated_since.map(crate::records::rfc3339));
         let mut select = member::Entity::find().filter(member::Column::GymId.eq(ctx.tenant.gym_id));
         if let Some(s) = p.status {
             select = select.filter(member::Column::Status.eq(s.as_str()));

@@ -1,8 +1,6 @@
 //! The handlers of the integration API, one file per tag of openapi.yaml. Each implements the trait
 //! `build.rs` generated for its tag; routing, authentication and validation happen before them.
 
-pub mod generated;
-
 mod attendance;
 mod catalog;
 mod import;
@@ -14,7 +12,7 @@ mod webhooks;
 pub use members::search_text;
 
 use chrono::{DateTime, Utc};
-use generated::{Money, PaginationLinks, PaginationMeta};
+use crate::openapi::{Money, PaginationLinks, PaginationMeta};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PrimaryKeyTrait, QueryFilter, Select};
 use std::{
     collections::HashMap,

@@ -25,9 +25,10 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::{Handlers, generated::*, money};
+use super::{Handlers, money};
+use crate::openapi::*;
 use crate::types::wire::Json;
-use crate::{accounts::now, context::RequestContext, counters, db::placeholders, errors::ApiError, types::Date};
+use crate::{context::RequestContext, counters, db::placeholders, errors::ApiError, records::now, types::Date};
 
 #[derive(FromQueryResult)]
 struct CurrencySum {

@@ -5,12 +5,14 @@ use entity::webhook_delivery::{self, Column, Entity};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde::Deserialize;
 
-use super::{Handlers, Listing, find_in_gym, generated::*, links, list_page, meta};
+use super::{Handlers, Listing, find_in_gym, links, list_page, meta};
+use crate::openapi::*;
 use crate::types::wire::Json;
 use crate::{
     context::RequestContext,
     errors::ApiError,
-    pagination::{Page, rfc3339},
+    pagination::Page,
+    records::rfc3339,
 };
 
 const KIND: &str = "webhook delivery";

@@ -23,8 +23,10 @@ use sea_orm::{
 use uuid::Uuid;
 
 use crate::{
-    accounts::{self, is_unique_violation, new_id, now},
-    api::generated::{
+    accounts,
+    db::is_unique_violation,
+    records::{new_id, now},
+    openapi::{
         ImportAttendanceRow, ImportEntity, ImportEntityStatus, ImportMemberRow, ImportMembershipRow, ImportPlanRow,
         ImportProductRow, ImportPurchaseRow, ImportResult, ImportResultObject, ImportStatus, ImportStatusObject,
         PlanKind,
@@ -411,7 +413,7 @@ pub async fn plans(
             if existing.contains_key(&r.legacy_id) {
                 continue;
             }
-            let status = status_of(r.status, crate::api::generated::PlanStatus::Active).as_str().to_string();
+            let status = status_of(r.status, crate::openapi::PlanStatus::Active).as_str().to_string();
             match r.kind {
                 PlanKind::Membership => {
                     if r.billing_interval.is_some() {
@@ -638,7 +640,7 @@ pub async fn members(
                     date_of_birth: Set(r.date_of_birth.value().map(|d| d.0)),
                     city: Set(r.city.value().cloned()),
                     country: Set(r.country.value().cloned()),
-                    status: Set(status_of(r.status, crate::api::generated::MemberStatus::Active).as_str().to_string()),
+                    status: Set(status_of(r.status, crate::openapi::MemberStatus::Active).as_str().to_string()),
                     legacy_id: Set(Some(r.legacy_id.clone())),
                     visits_count: Set(0),
                     last_visit_at: Set(None),
@@ -791,7 +793,7 @@ pub async fn attendance(
                 facility_id: Set(facility_id),
                 member_id: Set(member_id),
                 kind: Set(kind.to_string()),
-                status: Set(status_of(r.status, crate::api::generated::AttendanceStatus::Granted).as_str().to_string()),
+                status: Set(status_of(r.status, crate::openapi::AttendanceStatus::Granted).as_str().to_string()),
                 occurred_at: Set(r.occurred_at),
                 legacy_id: Set(Some(r.legacy_id.clone())),
                 created_at: Set(at),
@@ -895,7 +897,7 @@ pub async fn products(
                 sku: Set(r.sku.value().cloned()),
                 price_amount: Set(r.price.amount),
                 currency: Set(r.price.currency.clone()),
-                status: Set(status_of(r.status, crate::api::generated::ProductStatus::Active).as_str().to_string()),
+                status: Set(status_of(r.status, crate::openapi::ProductStatus::Active).as_str().to_string()),
                 legacy_id: Set(Some(r.legacy_id.clone())),
                 created_at: Set(at),
                 updated_at: Set(at),

@@ -104,6 +104,12 @@ pub(crate) struct IdempotencyRecord {
     pub response: Option<StoredResponse>,
 }
 
+/// How long a resolved key may be answered from the key cache (Redis) at most. Revoking or rolling
+/// a key, and changing its gym, drop the key's grant at once (`forget_grants`); this bounds only
+/// what a change made behind gymapi's back (SQL by hand), or one made while Redis could not be
+/// reached, leaves cached.
+pub const GRANT_TTL: Duration = Duration::from_secs(60);
+
 /// How long a started request holds its key if it never completes (the process died): after this,
 /// a retry with the same key runs again.
 pub const IDEMPOTENCY_LOCK: Duration = Duration::from_secs(60);

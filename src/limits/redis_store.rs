@@ -205,7 +205,7 @@ impl Store for RedisStore {
         }
         // A tombstone per key (see ADMIT), one command each: in a Redis Cluster each grant lives
         // on the slot of its own hash tag.
-        let ttl = crate::auth::GRANT_TTL.as_millis() as u64;
+        let ttl = super::GRANT_TTL.as_millis() as u64;
         let mut pipe = redis::pipe();
         for fp in fingerprints {
             pipe.cmd("SET").arg(self.grant_key(fp)).arg("").arg("PX").arg(ttl).ignore();

@@ -26,9 +26,10 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::{
-    accounts::{self, AccountError, Actor, KeyStatus, Permission, now},
+    accounts::{self, AccountError, Actor, KeyStatus, Permission},
     app::AppState,
     context::Environment,
+    records::now,
     limits::RatePolicy,
     webhooks,
 };

@@ -8,7 +8,7 @@ use rand::RngCore;
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set};
 use sha2::{Digest, Sha256};
 
-use crate::accounts::now;
+use crate::records::now;
 
 pub const SESSION_COOKIE: &str = "gymapi_session";
 /// The CSRF token of the sign-in form (before there is a session): a double-submit cookie.

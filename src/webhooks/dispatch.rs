@@ -28,7 +28,11 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use super::{check_url, is_public, signature_header};
-use crate::{accounts::now, config::Config, db::placeholders, pagination::rfc3339};
+use crate::{
+    config::Config,
+    db::placeholders,
+    records::{now, rfc3339},
+};
 
 /// Deliveries claimed per round.
 pub const CLAIM: i64 = 32;

@@ -23,8 +23,8 @@ use sha2::Sha256;
 use uuid::Uuid;
 
 use crate::{
-    accounts::{self, AccountError, Actor, Permission, new_id, now},
-    pagination::rfc3339,
+    accounts::{self, AccountError, Actor, Permission},
+    records::{new_id, now, rfc3339},
 };
 
 /// How long a rotated-out secret keeps signing (both signatures are sent meanwhile).

@@ -83,7 +83,7 @@ async fn the_key_cache_serves_a_key_until_gymapi_itself_revokes_it() {
     assert_eq!(app.get(&gym.live_key, "/members").await.status, 200);
     entity::api_key::ActiveModel {
         id: Set(gym.live_key_id),
-        revoked_at: Set(Some(accounts::now())),
+        revoked_at: Set(Some(gymapi::records::now())),
         ..Default::default()
     }
     .update(&app.db)
@@ -112,8 +112,8 @@ async fn rolled_key_keeps_working_until_its_grace_ends() {
     let again =
         accounts::roll_key(&app.db, &*app.store, &Actor::Operator, gym.live_key_id, Duration::from_secs(2)).await;
     assert!(matches!(again, Err(accounts::AccountError::AlreadyRetiring)), "{again:?}");
-    let status = KeyStatus::of(&rolled.retiring, accounts::now());
-    assert!(status.label(accounts::now()).starts_with("Retires in"), "{status:?}");
+    let status = KeyStatus::of(&rolled.retiring, gymapi::records::now());
+    assert!(status.label(gymapi::records::now()).starts_with("Retires in"), "{status:?}");
     // After the grace period the old key is refused and the new one still works.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
@@ -127,7 +127,7 @@ async fn rolled_key_keeps_working_until_its_grace_ends() {
     }
     assert_eq!(app.get(&rolled.new.key, "/members").await.status, 200);
     let keys = accounts::list_keys(&app.db, &Actor::Operator, gym.id).await.unwrap();
-    let labels: Vec<String> = keys.iter().map(|k| KeyStatus::of(k, accounts::now()).label(accounts::now())).collect();
+    let labels: Vec<String> = keys.iter().map(|k| KeyStatus::of(k, gymapi::records::now()).label(gymapi::records::now())).collect();
     assert!(labels.contains(&"Expired".to_string()) && labels.contains(&"Active".to_string()), "{labels:?}");
 }
 
@@ -189,13 +189,13 @@ async fn a_key_whose_gym_is_a_sandbox_never_works() {
     for env in [Environment::Live, Environment::Test] {
         let key = gymapi::auth::generate_key(env);
         entity::api_key::ActiveModel {
-            id: Set(accounts::new_id()),
+            id: Set(gymapi::records::new_id()),
             gym_id: Set(sandbox.id),
             name: Set("forged".into()),
             environment: Set(env.as_str().into()),
             fingerprint: Set(gymapi::auth::fingerprint(&key)),
             prefix: Set(gymapi::auth::display_prefix(&key)),
-            created_at: Set(accounts::now()),
+            created_at: Set(gymapi::records::now()),
             last_used_at: Set(None),
             expires_at: Set(None),
             revoked_at: Set(None),
@@ -235,14 +235,14 @@ async fn unpaid_past_grace_is_402_and_plan_without_api_is_403_in_that_order() {
     let test_key = app.test_key(&gym).await;
     let in_grace = GymUpdate {
         subscription_status: Some("past_due".into()),
-        grace_ends_at: Some(Some(accounts::now() + chrono::Duration::days(3))),
+        grace_ends_at: Some(Some(gymapi::records::now() + chrono::Duration::days(3))),
         ..Default::default()
     };
     accounts::update_gym(&app.db, &*app.store, gym.id, in_grace).await.unwrap();
     assert_eq!(app.get(&gym.live_key, "/members").await.status, 200, "within the grace period requests work");
 
     let past_grace =
-        GymUpdate { grace_ends_at: Some(Some(accounts::now() - chrono::Duration::minutes(1))), ..Default::default() };
+        GymUpdate { grace_ends_at: Some(Some(gymapi::records::now() - chrono::Duration::minutes(1))), ..Default::default() };
     accounts::update_gym(&app.db, &*app.store, gym.id, past_grace).await.unwrap();
     for key in [&gym.live_key, &test_key] {
         let r = app.get(key, "/members").await;

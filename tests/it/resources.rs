@@ -2,7 +2,7 @@
 
 use chrono::{Duration, TimeZone, Utc};
 use entity::{attendance, member_membership, membership_plan, product, purchase, subscription_plan};
-use gymapi::accounts::{self, new_id};
+use gymapi::{accounts, records::new_id};
 use sea_orm::{ActiveModelTrait, Set};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -18,7 +18,7 @@ struct Seeded {
 
 async fn seed(app: &TestApp, gym: &Gym, currency: &str) -> Seeded {
     let db = &app.db;
-    let now = accounts::now();
+    let now = gymapi::records::now();
     let facility = accounts::first_facility(db, gym.id).await.unwrap().unwrap().id;
     let member: Uuid = app.member(&gym.live_key, "Seed", "Member").await["id"].as_str().unwrap().parse().unwrap();
     let plan = membership_plan::ActiveModel {

@@ -1,0 +1,23 @@
+//! What every stored record gets: a UUIDv7 id and times kept to the microsecond, written in one
+//! RFC 3339 form.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use uuid::Uuid;
+
+/// Now, to the microsecond: the precision both databases store, so a time read back equals the
+/// one written.
+pub fn now() -> DateTime<Utc> {
+    let t = Utc::now();
+    DateTime::from_timestamp_micros(t.timestamp_micros()).unwrap_or(t)
+}
+
+/// A new record id: UUIDv7, so ids sort by creation time.
+pub fn new_id() -> Uuid {
+    Uuid::now_v7()
+}
+
+/// RFC 3339 with microseconds and `Z`, as the API writes every time it puts in a link or an event
+/// envelope.
+pub fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
