@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 
 use gymapi::{
     accounts::{self, Actor},
-    app::AppState,
     config::Config,
     context::Environment,
+    state::AppState,
 };
 use serde_json::{Value, json};
 use support::{database, drop_database, ms, percentile, serve};

@@ -20,10 +20,10 @@ use std::{
 
 use gymapi::{
     accounts::{self, Actor},
-    app::AppState,
     config::Config,
     context::Environment,
     limits::{Admission, Decision, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse},
+    state::AppState,
 };
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
 use support::{database, ms, percentile, serve, throughput};

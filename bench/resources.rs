@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use gymapi::{
     accounts::{self, Actor},
-    app::AppState,
     config::Config,
     context::Environment,
+    state::AppState,
 };
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
 use support::{ms, percentile, serve, throughput};

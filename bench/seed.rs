@@ -15,9 +15,9 @@ use std::time::Instant;
 
 use gymapi::{
     accounts::{self, Actor},
-    app::AppState,
     config::Config,
     context::Environment,
+    state::AppState,
 };
 use serde_json::{Value, json};
 

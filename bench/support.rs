@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use gymapi::app::{AppState, app};
+use gymapi::{app::app, state::AppState};
 use poem::{
     Server,
     listener::{Acceptor, Listener, TcpListener},

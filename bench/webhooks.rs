@@ -22,9 +22,9 @@ use std::{
 use chrono::{DateTime, Utc};
 use gymapi::{
     accounts::{self, Actor},
-    app::AppState,
     config::Config,
     context::Environment,
+    state::AppState,
     webhooks::{self, dispatch::Dispatcher},
 };
 use poem::{

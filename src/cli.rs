@@ -11,10 +11,10 @@ use uuid::Uuid;
 
 use crate::{
     accounts::{self, AccountError, Actor, GymUpdate, KeyStatus, Permission},
-    app::AppState,
     config::Config,
     context::Environment,
     db, demo,
+    state::AppState,
 };
 
 #[derive(Parser, Debug)]

@@ -17,6 +17,9 @@ use crate::errors::FieldErrors;
 /// The contract, embedded in the binary.
 pub const DOCUMENT: &str = include_str!("../openapi.yaml");
 
+/// Where the document's operations are served (its `servers` entry).
+pub const API_BASE: &str = "/api/v1";
+
 /// Largest request body accepted (an import batch of 500 rows is far below it).
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 

@@ -14,9 +14,9 @@ use uuid::Uuid;
 
 use crate::{
     accounts::{self, Actor},
-    records::{new_id, now},
     context::Environment,
     counters,
+    records::{new_id, now},
 };
 
 pub const DEMO_GYM_NAME: &str = "Demo Gym";

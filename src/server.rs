@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use poem::{Server, listener::TcpListener};
 
-use crate::app::{AppState, app};
+use crate::{app::app, state::AppState};
 
 /// Serves until SIGINT or SIGTERM; requests in flight get up to 30 s to finish.
 pub async fn serve(state: AppState) -> anyhow::Result<()> {

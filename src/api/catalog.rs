@@ -6,13 +6,7 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use super::{Handlers, Listing, find_in_gym, links, list_page, meta, money};
 use crate::openapi::*;
 use crate::types::wire::Json;
-use crate::{
-    context::RequestContext,
-    counters,
-    errors::ApiError,
-    pagination::Page,
-    records::rfc3339,
-};
+use crate::{context::RequestContext, counters, errors::ApiError, pagination::Page, records::rfc3339};
 
 fn membership_plan(m: membership_plan::Model) -> MembershipPlan {
     MembershipPlan {

@@ -14,12 +14,12 @@ use crate::openapi::*;
 use crate::types::wire::Json;
 use crate::{
     accounts,
-    db::is_unique_violation,
-    records::{new_id, now},
     context::RequestContext,
     counters,
+    db::is_unique_violation,
     errors::{ApiError, FieldErrors},
     pagination::Page,
+    records::{new_id, now},
     types::Date,
     webhooks::{self, EventType},
 };

@@ -11,8 +11,8 @@ mod webhooks;
 
 pub use members::search_text;
 
-use chrono::{DateTime, Utc};
 use crate::openapi::{Money, PaginationLinks, PaginationMeta};
+use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PrimaryKeyTrait, QueryFilter, Select};
 use std::{
     collections::HashMap,
@@ -20,7 +20,7 @@ use std::{
 };
 use uuid::Uuid;
 
-use crate::{app::AppState, context::RequestContext, counters, errors::ApiError, pagination::Page};
+use crate::{context::RequestContext, counters, errors::ApiError, pagination::Page, state::AppState};
 
 /// Implements every handler trait of the generated `Api`.
 #[derive(Clone)]

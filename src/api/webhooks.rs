@@ -8,12 +8,7 @@ use serde::Deserialize;
 use super::{Handlers, Listing, find_in_gym, links, list_page, meta};
 use crate::openapi::*;
 use crate::types::wire::Json;
-use crate::{
-    context::RequestContext,
-    errors::ApiError,
-    pagination::Page,
-    records::rfc3339,
-};
+use crate::{context::RequestContext, errors::ApiError, pagination::Page, records::rfc3339};
 
 const KIND: &str = "webhook delivery";
 

@@ -24,17 +24,17 @@ use uuid::Uuid;
 
 use crate::{
     accounts,
+    api::search_text,
+    counters::{self, Counted},
     db::is_unique_violation,
-    records::{new_id, now},
+    db::placeholders,
+    errors::{ApiError, FieldErrors},
     openapi::{
         ImportAttendanceRow, ImportEntity, ImportEntityStatus, ImportMemberRow, ImportMembershipRow, ImportPlanRow,
         ImportProductRow, ImportPurchaseRow, ImportResult, ImportResultObject, ImportStatus, ImportStatusObject,
         PlanKind,
     },
-    api::search_text,
-    counters::{self, Counted},
-    db::placeholders,
-    errors::{ApiError, FieldErrors},
+    records::{new_id, now},
     webhooks::{self, EventType},
 };
 

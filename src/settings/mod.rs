@@ -27,10 +27,10 @@ use uuid::Uuid;
 
 use crate::{
     accounts::{self, AccountError, Actor, KeyStatus, Permission},
-    app::AppState,
     context::Environment,
-    records::now,
     limits::RatePolicy,
+    records::now,
+    state::AppState,
     webhooks,
 };
 

@@ -127,7 +127,8 @@ async fn rolled_key_keeps_working_until_its_grace_ends() {
     }
     assert_eq!(app.get(&rolled.new.key, "/members").await.status, 200);
     let keys = accounts::list_keys(&app.db, &Actor::Operator, gym.id).await.unwrap();
-    let labels: Vec<String> = keys.iter().map(|k| KeyStatus::of(k, gymapi::records::now()).label(gymapi::records::now())).collect();
+    let labels: Vec<String> =
+        keys.iter().map(|k| KeyStatus::of(k, gymapi::records::now()).label(gymapi::records::now())).collect();
     assert!(labels.contains(&"Expired".to_string()) && labels.contains(&"Active".to_string()), "{labels:?}");
 }
 
@@ -241,8 +242,10 @@ async fn unpaid_past_grace_is_402_and_plan_without_api_is_403_in_that_order() {
     accounts::update_gym(&app.db, &*app.store, gym.id, in_grace).await.unwrap();
     assert_eq!(app.get(&gym.live_key, "/members").await.status, 200, "within the grace period requests work");
 
-    let past_grace =
-        GymUpdate { grace_ends_at: Some(Some(gymapi::records::now() - chrono::Duration::minutes(1))), ..Default::default() };
+    let past_grace = GymUpdate {
+        grace_ends_at: Some(Some(gymapi::records::now() - chrono::Duration::minutes(1))),
+        ..Default::default()
+    };
     accounts::update_gym(&app.db, &*app.store, gym.id, past_grace).await.unwrap();
     for key in [&gym.live_key, &test_key] {
         let r = app.get(key, "/members").await;

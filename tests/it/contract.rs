@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use gymapi::{app::AppState, config::Config};
+use gymapi::{config::Config, state::AppState};
 use serde_json::{Map, Value, json};
 
 use crate::common::{TestApp, oracle};

@@ -11,9 +11,9 @@ use std::{
 
 use gymapi::{
     accounts::{self, Actor},
-    app::{AppState, app},
     config::Config,
     context::Environment,
+    {app::app, state::AppState},
 };
 use poem::{
     Server,

@@ -1,0 +1,142 @@
+//! The gate of the integration API: every check a request passes before its handler runs, in the
+//! documented order (see `docs/architecture.md`).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use poem::{Endpoint, IntoResponse, Request, Response, error::ResponseError, http::HeaderValue};
+use sha2::{Digest, Sha256};
+
+use super::idempotency::{IDEMPOTENCY_KEY, idempotent, request_fingerprint};
+use crate::{
+    auth,
+    config::Config,
+    context::RequestContext,
+    contract::{self, API_BASE, MAX_BODY_BYTES, RouteMatch},
+    errors::{ApiError, to_json_error},
+    limits::RatePolicy,
+    state::AppState,
+};
+
+/// The gate of `/api/v1`, in the order of DESIGN.md §5: key (401) → subscription (402) → plan (403)
+/// → rate limit (429) → route (404/405) → validation against openapi.yaml (422). Only requests that
+/// pass every check reach the generated routes, with their `RequestContext`.
+pub async fn gate<E: Endpoint>(next: Arc<E>, req: Request, state: AppState) -> poem::Result<Response> {
+    let key = auth::key_from_headers(req.headers());
+    let policy = RatePolicy::per_minute(state.config.rate_limit_per_minute);
+    let now = crate::records::now();
+    let (tenant, decision) =
+        match auth::admit(&state.db, &*state.store, &state.resolutions, key.as_deref(), policy, now).await {
+            Ok(admitted) => admitted,
+            Err(e) => return Ok(e.as_response()),
+        };
+    state.last_used.touch(&state.db, tenant.key_id);
+    state.usage.record(tenant.owner_gym_id, tenant.key_id);
+    let mut response = if decision.allowed {
+        Box::pin(route(next, req, &state, tenant)).await
+    } else {
+        ApiError::RateLimited { retry_after_secs: decision.retry_after_secs }.as_response()
+    };
+    let headers = response.headers_mut();
+    headers.insert("x-ratelimit-limit", HeaderValue::from(decision.limit));
+    headers.insert("x-ratelimit-remaining", HeaderValue::from(decision.remaining));
+    Ok(response)
+}
+
+/// Finds the operation of openapi.yaml, validates the request against it, and calls it.
+async fn route<E: Endpoint>(
+    next: Arc<E>,
+    mut req: Request,
+    state: &AppState,
+    tenant: crate::context::Tenant,
+) -> Response {
+    let path = req.uri().path().to_string();
+    if path == "/openapi.yaml" && req.method() == poem::http::Method::GET {
+        return Response::builder().content_type("application/yaml").body(contract::DOCUMENT);
+    }
+    match state.contract.route(req.method(), &path) {
+        RouteMatch::NotFound => {
+            return ApiError::NotFound(format!("No such path: {}{}.", API_BASE, truncate(&path, 200))).as_response();
+        }
+        RouteMatch::MethodNotAllowed(allow) => {
+            let err = ApiError::MethodNotAllowed {
+                method: req.method().to_string(),
+                path: format!("{API_BASE}{}", truncate(&path, 200)),
+                allow,
+            };
+            return err.as_response();
+        }
+        RouteMatch::Operation(op) => {
+            let mut errors = op.validate_params(req.uri().query(), req.headers());
+            let mut body = Bytes::new();
+            if op.has_body() {
+                let content_type = req.content_type().map(str::to_string);
+                body = match req.take_body().into_bytes_limit(MAX_BODY_BYTES).await {
+                    Ok(b) => b,
+                    Err(_) => {
+                        let limit = MAX_BODY_BYTES / 1024 / 1024;
+                        errors.add("body", format!("The request body must not be larger than {limit} MiB."));
+                        return ApiError::Validation(errors).as_response();
+                    }
+                };
+                match op.validate_body(content_type.as_deref(), &body) {
+                    // The handler builds its body from this tree instead of parsing it again.
+                    Ok(parsed) => {
+                        req.extensions_mut().insert(crate::types::body::Parsed::new(parsed));
+                    }
+                    Err(body_errors) => {
+                        for (field, messages) in body_errors.0 {
+                            for m in messages {
+                                errors.add(field.clone(), m);
+                            }
+                        }
+                    }
+                }
+                req.set_body(body.clone());
+            }
+            if !errors.is_empty() {
+                return ApiError::Validation(errors).as_response();
+            }
+            let idempotency_key = req.headers().get(IDEMPOTENCY_KEY).and_then(|v| v.to_str().ok()).map(str::to_string);
+            if let (true, Some(key)) = (op.idempotent, idempotency_key) {
+                let base_url = base_url(&state.config, &req);
+                let scope = format!("{}:{}", tenant.gym_id, hex::encode(Sha256::digest(key.as_bytes())));
+                let fingerprint = request_fingerprint(req.method().as_str(), &path, req.uri().query(), &body);
+                req.extensions_mut().insert(RequestContext { tenant, base_url, path });
+                return Box::pin(idempotent(next, req, state, &scope, &fingerprint)).await;
+            }
+        }
+    }
+    let base_url = base_url(&state.config, &req);
+    req.extensions_mut().insert(RequestContext { tenant, base_url, path });
+    match next.call(req).await {
+        Ok(r) => r.into_response(),
+        Err(e) => to_json_error(e),
+    }
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+/// Absolute base of the API for list links: `GYMAPI_PUBLIC_URL`, else what the client addressed.
+fn base_url(config: &Config, req: &Request) -> String {
+    if let Some(u) = &config.public_url {
+        return format!("{u}{API_BASE}");
+    }
+    let header = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(|s| s.split(',').next().unwrap_or_default().trim().to_string())
+    };
+    let proto = header("x-forwarded-proto").filter(|p| p == "https" || p == "http").unwrap_or_else(|| "http".into());
+    let host = header("x-forwarded-host")
+        .or_else(|| header("host"))
+        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b)))
+        .unwrap_or_else(|| config.bind.to_string());
+    format!("{proto}://{host}{API_BASE}")
+}

@@ -1,0 +1,65 @@
+//! What every request may need, built once and shared: the database, the configuration, the
+//! contract, the limits store, and the in-process parts that serve the API (key resolution, usage
+//! counts, kept search totals and statistics, the webhook dispatcher's wake-up).
+
+use std::sync::Arc;
+
+use sea_orm::DatabaseConnection;
+
+use crate::{
+    auth::{self, LastUsed},
+    config::Config,
+    contract::Contract,
+    limits::Store,
+};
+
+/// Everything a request may need, shared by all of them.
+#[derive(Clone)]
+pub struct AppState {
+    /// sea-orm's connection, with a pool of its own for single statements on PostgreSQL.
+    pub db: crate::db::Db,
+    pub config: Arc<Config>,
+    pub contract: Arc<Contract>,
+    pub last_used: Arc<LastUsed>,
+    /// Rate limits: Redis when `REDIS_URL` is set, else in process.
+    pub store: Arc<dyn Store>,
+    /// Wakes this process's webhook dispatcher after a commit that queued deliveries.
+    pub webhooks: Arc<tokio::sync::Notify>,
+    /// Requests per key per day, counted in memory (see `usage`).
+    pub usage: Arc<crate::usage::Usage>,
+    /// Keys being resolved from the database, shared by the requests that wait for them.
+    pub resolutions: Arc<auth::Resolutions>,
+    /// Totals of member searches, kept per version of the gym's members.
+    pub search_totals: Arc<crate::api::search_totals::SearchTotals>,
+    /// The statistics, kept per gym and per version of what they count.
+    pub statistics: Arc<crate::api::statistics::KeptStatistics>,
+}
+
+impl AppState {
+    /// Connects the store the configuration names (Redis must answer at start-up).
+    pub async fn new(db: DatabaseConnection, config: Config) -> anyhow::Result<Self> {
+        let store = crate::limits::connect(&config).await?;
+        Ok(Self {
+            db: crate::db::Db::new(db),
+            config: Arc::new(config),
+            contract: Contract::embedded()?,
+            last_used: Arc::new(LastUsed::default()),
+            store,
+            webhooks: Arc::new(tokio::sync::Notify::new()),
+            usage: Arc::new(crate::usage::Usage::default()),
+            resolutions: Arc::new(auth::Resolutions::default()),
+            search_totals: Arc::default(),
+            statistics: Arc::default(),
+        })
+    }
+
+    /// Starts what runs beside the API: the webhook dispatcher (unless the configuration leaves it
+    /// to `gymapi worker` processes) and the flusher of key usage counts.
+    pub fn start_background(&self) -> anyhow::Result<()> {
+        if self.config.webhook_dispatch {
+            crate::webhooks::dispatch::spawn(self.db.orm().clone(), &self.config, self.webhooks.clone())?;
+        }
+        self.usage.clone().spawn_flusher(self.db.orm().clone());
+        Ok(())
+    }
+}
