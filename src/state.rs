@@ -30,9 +30,9 @@ pub struct AppState {
     /// Keys being resolved from the database, shared by the requests that wait for them.
     pub resolutions: Arc<auth::Resolutions>,
     /// Totals of member searches, kept per version of the gym's members.
-    pub search_totals: Arc<crate::api::search_totals::SearchTotals>,
+    pub search_totals: Arc<crate::counters::search_totals::SearchTotals>,
     /// The statistics, kept per gym and per version of what they count.
-    pub statistics: Arc<crate::api::statistics::KeptStatistics>,
+    pub statistics: Arc<crate::counters::statistics::KeptStatistics>,
 }
 
 impl AppState {

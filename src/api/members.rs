@@ -9,13 +9,16 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::{Handlers, find_in_gym, links, meta, search_totals::Search};
+use super::{Handlers, find_in_gym, links, meta};
 use crate::openapi::*;
 use crate::types::wire::Json;
 use crate::{
     accounts,
     context::RequestContext,
-    counters,
+    counters::{
+        self,
+        search_totals::{self, Search},
+    },
     db::is_unique_violation,
     errors::{ApiError, FieldErrors},
     pagination::Page,
@@ -186,7 +189,7 @@ impl MembersApi for Handlers {
             let kept = match p.updated_since {
                 Some(_) => None,
                 None => {
-                    let state = counters::members_state(self.db(), ctx.tenant.gym_id).await?;
+                    let state = search_totals::members_state(self.db(), ctx.tenant.gym_id).await?;
                     let search = Search {
                         gym_id: ctx.tenant.gym_id,
                         status: p.status.map(|s| s.as_str()),

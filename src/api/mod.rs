@@ -5,8 +5,7 @@ mod attendance;
 mod catalog;
 mod import;
 mod members;
-pub mod search_totals;
-pub mod statistics;
+mod statistics;
 mod webhooks;
 
 pub use members::search_text;

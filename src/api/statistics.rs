@@ -1,213 +1,38 @@
-//! `Statistics`: summary figures of the gym.
-//!
-//! The figures (member counts, memberships running today, this month's paid revenue) are computed
-//! once per state of what they count and kept: a dashboard that polls them, or many integrations
-//! of one gym asking at once, cost one small statement each (the versions of members, purchases
-//! and memberships, and the facilities) instead of a count over the month's sales. The rule is
-//! the search totals' (see `search_totals`): every write that changes what the figures count
-//! bumps a version in its own transaction ([`counters::StatisticsState`]), the versions are read
-//! before the figures are computed, and kept figures are used again only while all three read the
-//! same, on the same local day (which fixes "today" and "this month") in the same time zone. The
-//! versions live in the database, so several servers on one database stay exact; each keeps its
-//! own figures, one entry per gym.
+//! `Statistics`: the gym's summary figures, computed and kept by `counters::statistics`.
 
-use std::{
-    collections::HashMap,
-    sync::{Mutex, PoisonError},
-};
-
-use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
 use chrono_tz::Tz;
-use entity::purchase;
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, FromQueryResult, QueryFilter, QuerySelect, Statement, Value,
-    sea_query::Expr,
-};
-use uuid::Uuid;
 
 use super::{Handlers, money};
 use crate::openapi::*;
 use crate::types::wire::Json;
-use crate::{context::RequestContext, counters, db::placeholders, errors::ApiError, records::now, types::Date};
-
-#[derive(FromQueryResult)]
-struct CurrencySum {
-    currency: String,
-    amount: i64,
-}
-
-#[derive(Clone, Copy, FromQueryResult)]
-struct Figures {
-    total: i64,
-    active: i64,
-    inactive: i64,
-    active_memberships: i64,
-}
-
-/// The member counts as of `at` and the memberships running on `today`, in one statement.
-async fn figures(
-    db: &impl ConnectionTrait,
-    gym_id: Uuid,
-    today: NaiveDate,
-    at: DateTime<Utc>,
-) -> Result<Figures, DbErr> {
-    let backend = db.get_database_backend();
-    let mut values: Vec<Value> = Vec::new();
-    let mut members = |status: Option<&str>| {
-        let (expr, v) = counters::total_as_of_sql(gym_id, counters::MEMBER_ROWS, status, at);
-        values.extend(v);
-        expr
-    };
-    let (total, active, inactive) = (members(None), members(Some("active")), members(Some("inactive")));
-    values.extend([gym_id.into(), today.into(), today.into()]);
-    let sql = format!(
-        "SELECT {total} AS total, {active} AS active, {inactive} AS inactive, \
-         CAST((SELECT COUNT(*) FROM member_memberships WHERE gym_id = ? AND starts_on <= ? \
-               AND (ends_on IS NULL OR ends_on >= ?)) AS BIGINT) AS active_memberships"
-    );
-    let statement = Statement::from_sql_and_values(backend, placeholders(backend, &sql), values);
-    let found = Figures::find_by_statement(statement).one(db).await?;
-    found
-        .map(|f| Figures { total: f.total.max(0), active: f.active.max(0), inactive: f.inactive.max(0), ..f })
-        .ok_or_else(|| DbErr::RecordNotFound("the statistics statement returned no row".into()))
-}
-
-/// What a kept summary holds for: the versions (and facilities) read before it was computed, and
-/// the gym's local day and time zone, which fix "today" and "this month".
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Key {
-    state: counters::StatisticsState,
-    today: NaiveDate,
-    timezone: String,
-}
-
-/// A kept summary: everything but the facilities (read with the versions) and the time.
-#[derive(Clone)]
-struct Kept {
-    key: Key,
-    figures: Figures,
-    /// This month's paid revenue per currency, sorted by currency.
-    paid: Vec<(String, i64)>,
-}
-
-/// Gyms whose summary is kept at most; past it, the kept summaries are dropped and kept anew.
-const CAPACITY: usize = 10_000;
-
-/// The summaries kept by this process, one per gym (the newest computed).
-#[derive(Default)]
-pub struct KeptStatistics {
-    kept: Mutex<HashMap<Uuid, Kept>>,
-}
-
-impl KeptStatistics {
-    /// The summary kept for the gym, if it was computed at `key`.
-    fn get(&self, gym_id: Uuid, key: &Key) -> Option<Kept> {
-        let kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-        kept.get(&gym_id).filter(|k| k.key == *key).cloned()
-    }
-
-    fn put(&self, gym_id: Uuid, summary: Kept) {
-        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-        if kept.len() >= CAPACITY && !kept.contains_key(&gym_id) {
-            kept.clear();
-        }
-        kept.insert(gym_id, summary);
-    }
-}
-
-/// First day of the month of `day`, and the first day of the next month.
-fn month_bounds(day: NaiveDate) -> Option<(NaiveDate, NaiveDate)> {
-    let first = day.with_day(1)?;
-    let next = if first.month() == 12 {
-        NaiveDate::from_ymd_opt(first.year() + 1, 1, 1)?
-    } else {
-        NaiveDate::from_ymd_opt(first.year(), first.month() + 1, 1)?
-    };
-    Some((first, next))
-}
+use crate::{
+    context::RequestContext,
+    counters::statistics::{self, Figures},
+    errors::ApiError,
+    records::now,
+    types::Date,
+};
 
 impl StatisticsApi for Handlers {
     async fn get_statistics(&self, ctx: &RequestContext) -> Result<GetStatisticsResponse, ApiError> {
-        let gym_id = ctx.tenant.gym_id;
-        let db = self.db();
         let tz: Tz = ctx.tenant.timezone.parse().unwrap_or(Tz::UTC);
         let at = now();
-        let today = at.with_timezone(&tz).date_naive();
-
-        let (first, next) =
-            month_bounds(today).ok_or_else(|| ApiError::internal(anyhow::anyhow!("no month for {today}")))?;
-        let instant = |d: NaiveDate| {
-            d.and_hms_opt(0, 0, 0).and_then(|m| tz.from_local_datetime(&m).earliest()).map(|t| t.with_timezone(&Utc))
-        };
-        let (start, end) = instant(first)
-            .zip(instant(next))
-            .ok_or_else(|| ApiError::internal(anyhow::anyhow!("no local midnight")))?;
-
-        let state = counters::statistics_state(db, gym_id).await?;
-        let key = Key { state, today, timezone: tz.name().to_string() };
-        let kept = self.state.statistics.get(gym_id, &key);
-        let Kept { figures, paid, .. } = match kept {
-            Some(kept) => kept,
-            None => {
-                // Two statements side by side on the pool: the scalar figures in one (one snapshot;
-                // member counts from the gym's counters, exact in every write's transaction), the
-                // month's sums per currency in the other (from the index alone, see the revenue
-                // index migration). Kept under the versions read before either.
-                let figures = figures(db, gym_id, today, at);
-                let sums = purchase::Entity::find()
-                    .select_only()
-                    .column(purchase::Column::Currency)
-                    .column_as(
-                        Expr::col(purchase::Column::TotalAmount)
-                            .sum()
-                            .cast_as(sea_orm::sea_query::Alias::new("BIGINT")),
-                        "amount",
-                    )
-                    .filter(purchase::Column::GymId.eq(gym_id))
-                    .filter(purchase::Column::PaymentStatus.eq("paid"))
-                    .filter(purchase::Column::PurchasedAt.gte(start))
-                    .filter(purchase::Column::PurchasedAt.lt(end))
-                    .group_by(purchase::Column::Currency)
-                    .into_model::<CurrencySum>()
-                    .all(db);
-                let (figures, sums) = tokio::try_join!(figures, sums)?;
-                let mut paid: Vec<(String, i64)> = sums.into_iter().map(|s| (s.currency, s.amount)).collect();
-                paid.sort();
-                let kept = Kept { key, figures, paid };
-                self.state.statistics.put(gym_id, kept.clone());
-                kept
-            }
-        };
-        let Figures { total, active, inactive, active_memberships } = figures;
-        let facilities = state.facilities;
-        let members = MemberCounts { total, active, inactive };
-        let paid: Vec<Money> = paid.iter().map(|(currency, amount)| money(*amount, currency)).collect();
-
+        let s = statistics::summary(self.db(), &self.state.statistics, ctx.tenant.gym_id, tz, at)
+            .await
+            .map_err(ApiError::internal)?;
+        let Figures { total, active, inactive, active_memberships } = s.figures;
         Ok(GetStatisticsResponse::Ok(Json(Statistics {
             object: StatisticsObject::Statistics,
-            members,
+            members: MemberCounts { total, active, inactive },
             active_memberships,
-            facilities,
+            facilities: s.facilities,
             revenue_this_month: RevenuePeriod {
-                starts_on: Date(first),
-                ends_on: Date(next.pred_opt().unwrap_or(first)),
+                starts_on: Date(s.month.0),
+                ends_on: Date(s.month.1),
                 timezone: tz.name().to_string(),
-                paid,
+                paid: s.paid.iter().map(|(currency, amount)| money(*amount, currency)).collect(),
             },
             generated_at: at,
         })))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn month_bounds_cover_december() {
-        let d = NaiveDate::from_ymd_opt(2026, 12, 31).unwrap();
-        let (a, b) = month_bounds(d).unwrap();
-        assert_eq!(a.to_string(), "2026-12-01");
-        assert_eq!(b.to_string(), "2027-01-01");
     }
 }

@@ -23,7 +23,12 @@ use std::{
     sync::{Mutex, PoisonError},
 };
 
+use chrono::{DateTime, Utc};
+use sea_orm::{ConnectionTrait, DbErr, FromQueryResult, Statement, Value};
 use uuid::Uuid;
+
+use super::{COUNTER, MEMBERS_VERSION};
+use crate::db::placeholders;
 
 /// Searches kept at most (a few hundred bytes each).
 pub const CAPACITY: usize = 4_096;
@@ -103,6 +108,27 @@ impl Inner {
         let (_, &mut oldest_kept, _) = used.select_nth_unstable(cut);
         self.kept.retain(|_, k| k.used >= oldest_kept);
     }
+}
+
+/// Where a gym's members stand: their [`MEMBERS_VERSION`] and the newest `created_at` among them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromQueryResult)]
+pub struct MembersState {
+    pub version: i64,
+    pub newest: Option<DateTime<Utc>>,
+}
+
+/// Reads [`MembersState`] in one statement (two index lookups).
+pub async fn members_state(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<MembersState, DbErr> {
+    let backend = db.get_database_backend();
+    let sql = placeholders(
+        backend,
+        &format!(
+            "SELECT CAST({COUNTER} AS BIGINT) AS version, (SELECT MAX(created_at) FROM members WHERE gym_id = ?) AS newest"
+        ),
+    );
+    let values: Vec<Value> = vec![gym_id.into(), MEMBERS_VERSION.into(), gym_id.into()];
+    let row = MembersState::find_by_statement(Statement::from_sql_and_values(backend, sql, values)).one(db).await?;
+    Ok(row.unwrap_or(MembersState { version: 0, newest: None }))
 }
 
 #[cfg(test)]

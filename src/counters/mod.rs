@@ -28,6 +28,9 @@ use uuid::Uuid;
 
 use crate::db::placeholders;
 
+pub mod search_totals;
+pub mod statistics;
+
 /// Rows per counter (see the module's documentation).
 pub const SHARDS: i16 = 16;
 
@@ -59,7 +62,7 @@ pub async fn add_many(db: &impl ConnectionTrait, gym_id: Uuid, deltas: &[(String
 }
 
 /// A counter's value as a scalar SQL expression: the sum of its shards (`?`: the gym, the name).
-const COUNTER: &str = "COALESCE((SELECT SUM(value) FROM gym_counters WHERE gym_id = ? AND name = ?), 0)";
+pub(crate) const COUNTER: &str = "COALESCE((SELECT SUM(value) FROM gym_counters WHERE gym_id = ? AND name = ?), 0)";
 
 #[derive(FromQueryResult)]
 struct Count {
@@ -132,7 +135,7 @@ pub fn total_as_of_sql(gym_id: Uuid, list: Counted, label: Option<&str>, as_of: 
 /// The counter every writer bumps, in its transaction, when it adds members to a gym or changes
 /// what a member's `search_text` or `status` holds. It never goes down ([`recount`] keeps it and
 /// bumps it too), so a figure counted over a gym's members at one version holds for as long as
-/// the version reads the same (see `api::search_totals`).
+/// the version reads the same (see [`search_totals`]).
 pub const MEMBERS_VERSION: &str = "members:version";
 
 /// Like [`MEMBERS_VERSION`], for the sales: bumped by every write that adds purchases to a gym.
@@ -151,61 +154,6 @@ pub fn memberships_written() -> (String, i64) {
 /// Every version counter: those of the counted lists and [`MEMBERSHIPS_VERSION`].
 fn versions() -> Vec<(String, i64)> {
     ALL.iter().filter_map(Counted::written).chain([memberships_written()]).collect()
-}
-
-/// The versions of what the statistics report (members, purchases, memberships) and the gym's
-/// facilities, read in one statement: a summary computed after reading them holds for as long as
-/// they read the same (see `api::statistics`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, FromQueryResult)]
-pub struct StatisticsState {
-    pub members: i64,
-    pub purchases: i64,
-    pub memberships: i64,
-    pub facilities: i64,
-}
-
-pub async fn statistics_state(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<StatisticsState, DbErr> {
-    let backend = db.get_database_backend();
-    let sql = placeholders(
-        backend,
-        &format!(
-            "SELECT CAST({COUNTER} AS BIGINT) AS members, CAST({COUNTER} AS BIGINT) AS purchases, \
-             CAST({COUNTER} AS BIGINT) AS memberships, \
-             CAST((SELECT COUNT(*) FROM facilities WHERE gym_id = ?) AS BIGINT) AS facilities"
-        ),
-    );
-    let values: Vec<Value> = vec![
-        gym_id.into(),
-        MEMBERS_VERSION.into(),
-        gym_id.into(),
-        PURCHASES_VERSION.into(),
-        gym_id.into(),
-        MEMBERSHIPS_VERSION.into(),
-        gym_id.into(),
-    ];
-    let row = StatisticsState::find_by_statement(Statement::from_sql_and_values(backend, sql, values)).one(db).await?;
-    row.ok_or_else(|| DbErr::RecordNotFound("the statistics state statement returned no row".into()))
-}
-
-/// Where a gym's members stand: their [`MEMBERS_VERSION`] and the newest `created_at` among them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, FromQueryResult)]
-pub struct MembersState {
-    pub version: i64,
-    pub newest: Option<DateTime<Utc>>,
-}
-
-/// Reads [`MembersState`] in one statement (two index lookups).
-pub async fn members_state(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<MembersState, DbErr> {
-    let backend = db.get_database_backend();
-    let sql = placeholders(
-        backend,
-        &format!(
-            "SELECT CAST({COUNTER} AS BIGINT) AS version, (SELECT MAX(created_at) FROM members WHERE gym_id = ?) AS newest"
-        ),
-    );
-    let values: Vec<Value> = vec![gym_id.into(), MEMBERS_VERSION.into(), gym_id.into()];
-    let row = MembersState::find_by_statement(Statement::from_sql_and_values(backend, sql, values)).one(db).await?;
-    Ok(row.unwrap_or(MembersState { version: 0, newest: None }))
 }
 
 /// Members of a gym (optionally of one status) created at or before `as_of`.
