@@ -6,7 +6,11 @@ use argon2::{
     password_hash::{SaltString, rand_core::OsRng},
 };
 use chrono::{DateTime, Utc};
-use entity::{api_key, facility, gym, user};
+use entity::{
+    api_key, facility, gym,
+    states::{Role, SubscriptionStatus},
+    user,
+};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
     QuerySelect, Set, TransactionTrait,
@@ -96,7 +100,7 @@ impl Actor {
 }
 
 pub fn user_has(u: &user::Model, permission: Permission) -> bool {
-    u.role == "owner" || u.permissions.split(',').any(|p| p.trim() == permission.as_str())
+    u.role == Role::Owner || u.permissions.split(',').any(|p| p.trim() == permission.as_str())
 }
 
 fn check_timezone(tz: &str) -> Result<()> {
@@ -138,7 +142,7 @@ async fn insert_gym(
         parent_gym_id: Set(parent),
         api_access: Set(api_access),
         device_access: Set(true),
-        subscription_status: Set("active".into()),
+        subscription_status: Set(SubscriptionStatus::Active),
         grace_ends_at: Set(None),
         created_at: Set(at),
         updated_at: Set(at),
@@ -174,7 +178,7 @@ async fn production_gym(db: &impl ConnectionTrait, id: Uuid) -> Result<gym::Mode
 pub struct GymUpdate {
     pub api_access: Option<bool>,
     pub device_access: Option<bool>,
-    pub subscription_status: Option<String>,
+    pub subscription_status: Option<SubscriptionStatus>,
     pub grace_ends_at: Option<Option<DateTime<Utc>>>,
     pub timezone: Option<String>,
 }
@@ -190,9 +194,6 @@ pub async fn update_gym(db: &DatabaseConnection, store: &dyn Store, id: Uuid, up
         m.device_access = Set(v);
     }
     if let Some(v) = update.subscription_status {
-        if !matches!(v.as_str(), "active" | "past_due" | "unpaid") {
-            return Err(AccountError::Invalid("subscription must be active, past_due or unpaid".into()));
-        }
         m.subscription_status = Set(v);
     }
     if let Some(v) = update.grace_ends_at {
@@ -282,7 +283,7 @@ async fn insert_key(db: &impl ConnectionTrait, gym_id: Uuid, env: Environment, n
         id: Set(new_id()),
         gym_id: Set(gym_id),
         name: Set(name.to_string()),
-        environment: Set(env.as_str().to_string()),
+        environment: Set(env),
         fingerprint: Set(auth::fingerprint(&key)),
         prefix: Set(auth::display_prefix(&key)),
         created_at: Set(now()),
@@ -379,8 +380,7 @@ pub async fn roll_key(
         KeyStatus::Retires { .. } => return Err(AccountError::AlreadyRetiring),
         KeyStatus::Expired | KeyStatus::Revoked => return Err(AccountError::Inactive),
     }
-    let env =
-        Environment::parse(&old.environment).ok_or_else(|| AccountError::Invalid("corrupt key environment".into()))?;
+    let env = old.environment;
     let new = insert_key(&txn, old.gym_id, env, &old.name).await?;
     let grace = chrono::Duration::from_std(grace).map_err(|_| AccountError::Invalid("grace period too long".into()))?;
     let mut m: api_key::ActiveModel = old.into();
@@ -418,7 +418,7 @@ pub async fn create_user(
     db: &impl ConnectionTrait,
     gym_id: Uuid,
     email: &str,
-    role: &str,
+    role: Role,
     grants: &[Permission],
     password: &str,
 ) -> Result<user::Model> {
@@ -426,9 +426,6 @@ pub async fn create_user(
     let email = email.trim().to_lowercase();
     if !email.contains('@') || email.len() > 254 {
         return Err(AccountError::Invalid(format!("{email:?} is not an email address")));
-    }
-    if !matches!(role, "owner" | "employee") {
-        return Err(AccountError::Invalid("role must be owner or employee".into()));
     }
     let hash = hash_password(password)?;
     let at = now();
@@ -438,7 +435,7 @@ pub async fn create_user(
         gym_id: Set(gym_id),
         email: Set(email),
         password_hash: Set(hash),
-        role: Set(role.to_string()),
+        role: Set(role),
         permissions: Set(permissions.join(",")),
         created_at: Set(at),
         updated_at: Set(at),
@@ -515,7 +512,7 @@ mod tests {
             id: Uuid::nil(),
             gym_id: Uuid::nil(),
             name: "n".into(),
-            environment: "live".into(),
+            environment: Environment::Live,
             fingerprint: String::new(),
             prefix: String::new(),
             created_at: now,

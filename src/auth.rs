@@ -2,6 +2,7 @@
 //! acts on: from the key cache, or in one query.
 
 use chrono::{DateTime, Utc};
+use entity::states::SubscriptionStatus;
 use rand::{Rng, distributions::Alphanumeric, rngs::OsRng};
 use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult, Statement};
 use sha2::{Digest, Sha256};
@@ -72,12 +73,12 @@ pub fn key_from_headers(headers: &poem::http::HeaderMap) -> Option<String> {
 struct KeyRow {
     key_id: Uuid,
     gym_id: Uuid,
-    environment: String,
+    environment: Environment,
     expires_at: Option<DateTime<Utc>>,
     revoked_at: Option<DateTime<Utc>>,
     gym_parent_id: Option<Uuid>,
     api_access: bool,
-    subscription_status: String,
+    subscription_status: SubscriptionStatus,
     grace_ends_at: Option<DateTime<Utc>>,
     timezone: String,
     sandbox_id: Option<Uuid>,
@@ -86,11 +87,15 @@ struct KeyRow {
 
 /// Whether a subscription in this state blocks requests (402): unpaid, or past due beyond the end of
 /// the grace period.
-pub fn subscription_blocks(status: &str, grace_ends_at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
+pub fn subscription_blocks(
+    status: SubscriptionStatus,
+    grace_ends_at: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> bool {
     match status {
-        "active" => false,
-        "past_due" => grace_ends_at.is_some_and(|end| end <= now),
-        _ => grace_ends_at.is_none_or(|end| end <= now),
+        SubscriptionStatus::Active => false,
+        SubscriptionStatus::PastDue => grace_ends_at.is_some_and(|end| end <= now),
+        SubscriptionStatus::Unpaid => grace_ends_at.is_none_or(|end| end <= now),
     }
 }
 
@@ -256,7 +261,7 @@ async fn resolve(
         .one(db)
         .await?
         .ok_or(ApiError::Unauthorized)?;
-    let stored_env = Environment::parse(&row.environment).ok_or(ApiError::Unauthorized)?;
+    let stored_env = row.environment;
     let retired = row.expires_at.is_some_and(|t| t <= now);
     let revoked = row.revoked_at.is_some_and(|t| t <= now);
     // A key belongs to a production gym; a key whose gym is a sandbox never works.
@@ -270,14 +275,14 @@ async fn resolve(
             None => return Err(ApiError::Unauthorized),
         },
     };
-    if subscription_blocks(&row.subscription_status, row.grace_ends_at, now) {
+    if subscription_blocks(row.subscription_status, row.grace_ends_at, now) {
         return Err(ApiError::PaymentRequired);
     }
     if !row.api_access {
         return Err(ApiError::Forbidden(NO_API_ACCESS_MESSAGE.into()));
     }
     // The answer holds until the key retires or a grace period ends, whichever is first.
-    let grace_end = if row.subscription_status == "active" { None } else { row.grace_ends_at };
+    let grace_end = if row.subscription_status == SubscriptionStatus::Active { None } else { row.grace_ends_at };
     let valid_until = [row.expires_at, grace_end].into_iter().flatten().min();
     Ok(Grant {
         tenant: Tenant { gym_id, owner_gym_id: row.gym_id, key_id: row.key_id, environment: env, timezone },
@@ -411,11 +416,11 @@ mod tests {
         let now = Utc::now();
         let past = now - chrono::Duration::hours(1);
         let future = now + chrono::Duration::hours(1);
-        assert!(!subscription_blocks("active", Some(past), now));
-        assert!(!subscription_blocks("past_due", None, now));
-        assert!(!subscription_blocks("past_due", Some(future), now));
-        assert!(subscription_blocks("past_due", Some(past), now));
-        assert!(subscription_blocks("unpaid", None, now));
-        assert!(!subscription_blocks("unpaid", Some(future), now));
+        assert!(!subscription_blocks(SubscriptionStatus::Active, Some(past), now));
+        assert!(!subscription_blocks(SubscriptionStatus::PastDue, None, now));
+        assert!(!subscription_blocks(SubscriptionStatus::PastDue, Some(future), now));
+        assert!(subscription_blocks(SubscriptionStatus::PastDue, Some(past), now));
+        assert!(subscription_blocks(SubscriptionStatus::Unpaid, None, now));
+        assert!(!subscription_blocks(SubscriptionStatus::Unpaid, Some(future), now));
     }
 }

@@ -2,30 +2,7 @@
 
 use uuid::Uuid;
 
-/// Which data a key acts on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Environment {
-    Live,
-    Test,
-}
-
-impl Environment {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Live => "live",
-            Self::Test => "test",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "live" => Some(Self::Live),
-            "test" => Some(Self::Test),
-            _ => None,
-        }
-    }
-}
+pub use entity::states::Environment;
 
 /// The gym a request acts on, resolved from its API key. Handlers receive it from the middleware and
 /// never from the request itself, so no query can forget the tenant.

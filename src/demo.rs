@@ -2,13 +2,21 @@
 //! realistic data, and a fresh live and test key on every run (keys are stored only as
 //! fingerprints, so earlier demo keys cannot be shown again; they are revoked instead).
 
-use chrono::{Duration, Utc};
+use std::collections::HashMap;
+
+use chrono::{DateTime, Duration, Utc};
 use entity::{
     api_key, attendance, facility, gym, member, member_membership, membership_plan, product, purchase,
+    states::{
+        AttendanceKind, AttendanceStatus, BillingInterval, MemberStatus, PaymentStatus, PlanStatus, ProductStatus, Role,
+    },
     subscription_plan, user,
 };
 use rand::{Rng, SeedableRng, rngs::StdRng, seq::SliceRandom};
-use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set, TransactionTrait};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter, Set,
+    TransactionTrait,
+};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -16,6 +24,7 @@ use crate::{
     accounts::{self, Actor},
     context::Environment,
     counters,
+    members::{self, NewMember},
     records::{new_id, now},
 };
 
@@ -98,7 +107,7 @@ pub async fn ensure(db: &DatabaseConnection, store: &dyn crate::limits::Store) -
         }
         Some(_) => anyhow::bail!("{DEMO_OWNER_EMAIL} belongs to another gym"),
         None => {
-            accounts::create_user(db, gym.id, DEMO_OWNER_EMAIL, "owner", &[], &owner_password).await?;
+            accounts::create_user(db, gym.id, DEMO_OWNER_EMAIL, Role::Owner, &[], &owner_password).await?;
         }
     }
     Ok(DemoKeys {
@@ -173,9 +182,23 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
     }
     .insert(&txn)
     .await?;
-    let facilities = [main_facility.id, second.id];
-    let ago = |days: i64, rng: &mut StdRng| at - Duration::days(days) - Duration::seconds(rng.gen_range(0..86_400));
+    let plans = seed_plans(&txn, gym_id, at).await?;
+    let members = seed_members(&txn, gym_id, [main_facility.id, second.id], at, &mut rng).await?;
+    seed_memberships(&txn, gym_id, &members, &plans, &mut rng).await?;
+    seed_shop(&txn, gym_id, &members, at, &mut rng).await?;
+    counters::recount(&txn, gym_id).await?;
+    txn.commit().await?;
+    Ok(())
+}
 
+/// A time `days` days and a random part of a day before `at`.
+fn days_ago(at: DateTime<Utc>, days: i64, rng: &mut StdRng) -> DateTime<Utc> {
+    at - Duration::days(days) - Duration::seconds(rng.gen_range(0..86_400))
+}
+
+/// The membership and subscription plans; returns the membership plans' ids.
+async fn seed_plans(txn: &DatabaseTransaction, gym_id: Uuid, at: DateTime<Utc>) -> anyhow::Result<Vec<Uuid>> {
+    let t = at - Duration::days(400);
     let plans: Vec<membership_plan::ActiveModel> = [
         ("10-visit card", 9900, Some(90), Some(10)),
         ("Annual pass", 49900, Some(365), None),
@@ -183,105 +206,95 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
         ("Day pass", 1200, Some(1), Some(1)),
     ]
     .into_iter()
-    .map(|(name, price, days, visits)| {
-        let t = at - Duration::days(400);
-        membership_plan::ActiveModel {
-            id: Set(new_id()),
-            gym_id: Set(gym_id),
-            name: Set(name.into()),
-            description: Set(None),
-            price_amount: Set(price),
-            currency: Set("EUR".into()),
-            duration_days: Set(days),
-            visit_limit: Set(visits),
-            status: Set("active".into()),
-            legacy_id: Set(None),
-            created_at: Set(t),
-            updated_at: Set(t),
-        }
+    .map(|(name, price, days, visits)| membership_plan::ActiveModel {
+        id: Set(new_id()),
+        gym_id: Set(gym_id),
+        name: Set(name.into()),
+        description: Set(None),
+        price_amount: Set(price),
+        currency: Set("EUR".into()),
+        duration_days: Set(days),
+        visit_limit: Set(visits),
+        status: Set(PlanStatus::Active),
+        legacy_id: Set(None),
+        created_at: Set(t),
+        updated_at: Set(t),
     })
     .collect();
-    let plan_ids: Vec<Uuid> = plans
-        .iter()
-        .filter_map(|p| match &p.id {
-            sea_orm::ActiveValue::Set(id) => Some(*id),
-            _ => None,
-        })
-        .collect();
-    membership_plan::Entity::insert_many(plans).exec(&txn).await?;
+    let ids = plans.iter().filter_map(|p| p.id.try_as_ref().copied()).collect();
+    membership_plan::Entity::insert_many(plans).exec(txn).await?;
     let subs: Vec<subscription_plan::ActiveModel> = [
-        ("Monthly unlimited", 4900, "month", 1),
-        ("Off-peak monthly", 2900, "month", 1),
-        ("Yearly unlimited", 47900, "year", 1),
+        ("Monthly unlimited", 4900, BillingInterval::Month),
+        ("Off-peak monthly", 2900, BillingInterval::Month),
+        ("Yearly unlimited", 47900, BillingInterval::Year),
     ]
     .into_iter()
-    .map(|(name, price, interval, count)| {
-        let t = at - Duration::days(400);
-        subscription_plan::ActiveModel {
-            id: Set(new_id()),
-            gym_id: Set(gym_id),
-            name: Set(name.into()),
-            description: Set(Some(format!("{name}, billed every {interval}."))),
-            price_amount: Set(price),
-            currency: Set("EUR".into()),
-            billing_interval: Set(interval.into()),
-            billing_interval_count: Set(count),
-            status: Set("active".into()),
-            legacy_id: Set(None),
-            created_at: Set(t),
-            updated_at: Set(t),
-        }
+    .map(|(name, price, interval)| subscription_plan::ActiveModel {
+        id: Set(new_id()),
+        gym_id: Set(gym_id),
+        name: Set(name.into()),
+        description: Set(Some(format!("{name}, billed every {interval}."))),
+        price_amount: Set(price),
+        currency: Set("EUR".into()),
+        billing_interval: Set(interval),
+        billing_interval_count: Set(1),
+        status: Set(PlanStatus::Active),
+        legacy_id: Set(None),
+        created_at: Set(t),
+        updated_at: Set(t),
     })
     .collect();
-    subscription_plan::Entity::insert_many(subs).exec(&txn).await?;
+    subscription_plan::Entity::insert_many(subs).exec(txn).await?;
+    Ok(ids)
+}
 
+/// 300 members and 2,000 check-ins and door events, the members carrying their visit figures;
+/// returns each member's id and the time it joined.
+async fn seed_members(
+    txn: &DatabaseTransaction,
+    gym_id: Uuid,
+    facilities: [Uuid; 2],
+    at: DateTime<Utc>,
+    rng: &mut StdRng,
+) -> anyhow::Result<Vec<(Uuid, DateTime<Utc>)>> {
     let mut members = Vec::new();
-    let mut member_ids: Vec<(Uuid, chrono::DateTime<Utc>)> = Vec::new();
     for i in 0..300 {
-        let first = *FIRST.choose(&mut rng).unwrap_or(&"Alex");
-        let last = *LAST.choose(&mut rng).unwrap_or(&"Smith");
-        let created = ago(rng.gen_range(1..365), &mut rng);
+        let first = *FIRST.choose(rng).unwrap_or(&"Alex");
+        let last = *LAST.choose(rng).unwrap_or(&"Smith");
+        let created = days_ago(at, rng.gen_range(1..365), rng);
         let email =
             format!("{}.{}{}@example.com", first.to_lowercase(), last.to_lowercase().replace(['ü', ' '], "u"), i);
-        let id = new_id();
-        member_ids.push((id, created));
-        members.push(member::ActiveModel {
-            id: Set(id),
-            gym_id: Set(gym_id),
-            facility_id: Set(facilities[i % 5 / 4]),
-            first_name: Set(first.into()),
-            last_name: Set(last.into()),
-            search_text: Set(crate::api::search_text(first, last, Some(&email))),
-            email_normalized: Set(Some(email.clone())),
-            email: Set(Some(email)),
-            phone: Set(Some(format!("+49 30 {:07}", rng.gen_range(0..10_000_000)))),
-            gender: Set(Some(["female", "male", "diverse"][i % 3].into())),
-            date_of_birth: Set(chrono::NaiveDate::from_ymd_opt(
+        let new = NewMember {
+            first_name: first.into(),
+            last_name: last.into(),
+            email: Some(email),
+            phone: Some(format!("+49 30 {:07}", rng.gen_range(0..10_000_000))),
+            gender: Some(["female", "male", "diverse"][i % 3].into()),
+            date_of_birth: chrono::NaiveDate::from_ymd_opt(
                 rng.gen_range(1960..2008),
                 rng.gen_range(1..13),
                 rng.gen_range(1..29),
-            )),
-            city: Set(Some((*CITIES.choose(&mut rng).unwrap_or(&"Berlin")).into())),
-            country: Set(Some("DE".into())),
-            status: Set(if i % 9 == 0 { "inactive" } else { "active" }.into()),
-            legacy_id: Set(None),
-            visits_count: Set(0),
-            last_visit_at: Set(None),
-            created_at: Set(created),
-            updated_at: Set(created),
-        });
+            ),
+            city: Some((*CITIES.choose(rng).unwrap_or(&"Berlin")).into()),
+            country: Some("DE".into()),
+            status: if i % 9 == 0 { MemberStatus::Inactive } else { MemberStatus::Active },
+            facility_id: facilities[i % 5 / 4],
+            legacy_id: None,
+        };
+        members.push(members::row(gym_id, new, created));
     }
-
+    let joined: Vec<(Uuid, DateTime<Utc>)> =
+        members.iter().filter_map(|m| Some((*m.id.try_as_ref()?, *m.created_at.try_as_ref()?))).collect();
     // Check-ins first, so members carry their visit counts.
-    let mut visits: std::collections::HashMap<Uuid, (i64, chrono::DateTime<Utc>)> = std::collections::HashMap::new();
+    let mut visits: HashMap<Uuid, (i64, DateTime<Utc>)> = HashMap::new();
     let mut entries = Vec::new();
     for _ in 0..2000 {
-        let (mid, joined) = member_ids[rng.gen_range(0..member_ids.len())];
-        let span = (at - joined).num_seconds().max(1);
-        let t = joined + Duration::seconds(rng.gen_range(0..span));
-        let granted = rng.gen_bool(0.95);
-        let kind = if rng.gen_bool(0.7) { "check_in" } else { "access" };
-        if granted && kind == "check_in" {
+        let (mid, since) = joined[rng.gen_range(0..joined.len())];
+        let span = (at - since).num_seconds().max(1);
+        let t = since + Duration::seconds(rng.gen_range(0..span));
+        let status = if rng.gen_bool(0.95) { AttendanceStatus::Granted } else { AttendanceStatus::Denied };
+        let kind = if rng.gen_bool(0.7) { AttendanceKind::CheckIn } else { AttendanceKind::Access };
+        if status == AttendanceStatus::Granted && kind == AttendanceKind::CheckIn {
             let v = visits.entry(mid).or_insert((0, t));
             v.0 += 1;
             v.1 = v.1.max(t);
@@ -291,37 +304,46 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
             gym_id: Set(gym_id),
             facility_id: Set(facilities[rng.gen_range(0..2)]),
             member_id: Set(Some(mid)),
-            kind: Set(kind.into()),
-            status: Set(if granted { "granted" } else { "denied" }.into()),
+            kind: Set(kind),
+            status: Set(status),
             occurred_at: Set(t),
             legacy_id: Set(None),
             created_at: Set(t),
             updated_at: Set(t),
         });
     }
-    for (m, (id, _)) in members.iter_mut().zip(&member_ids) {
+    for (m, (id, _)) in members.iter_mut().zip(&joined) {
         if let Some((n, last)) = visits.get(id) {
             m.visits_count = Set(*n);
             m.last_visit_at = Set(Some(*last));
         }
     }
     for chunk in members.chunks(200) {
-        member::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
+        member::Entity::insert_many(chunk.to_vec()).exec(txn).await?;
     }
     for chunk in entries.chunks(200) {
-        attendance::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
+        attendance::Entity::insert_many(chunk.to_vec()).exec(txn).await?;
     }
+    Ok(joined)
+}
 
+/// Memberships of the first 260 members, a quarter of them open-ended.
+async fn seed_memberships(
+    txn: &DatabaseTransaction,
+    gym_id: Uuid,
+    members: &[(Uuid, DateTime<Utc>)],
+    plans: &[Uuid],
+    rng: &mut StdRng,
+) -> anyhow::Result<()> {
     let mut holdings = Vec::new();
-    for (i, (mid, joined)) in member_ids.iter().enumerate().take(260) {
+    for (i, (mid, joined)) in members.iter().enumerate().take(260) {
         let start = joined.date_naive();
-        let plan = plan_ids[i % plan_ids.len()];
         let ends = if i % 4 == 0 { None } else { Some(start + Duration::days(rng.gen_range(30..400))) };
         holdings.push(member_membership::ActiveModel {
             id: Set(new_id()),
             gym_id: Set(gym_id),
             member_id: Set(*mid),
-            membership_plan_id: Set(Some(plan)),
+            membership_plan_id: Set(Some(plans[i % plans.len()])),
             subscription_plan_id: Set(None),
             starts_on: Set(start),
             ends_on: Set(ends),
@@ -331,29 +353,40 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
         });
     }
     for chunk in holdings.chunks(200) {
-        member_membership::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
+        member_membership::Entity::insert_many(chunk.to_vec()).exec(txn).await?;
     }
+    Ok(())
+}
 
-    let catalogue = [
-        ("Protein bar", 250),
-        ("Water 0.5 l", 150),
-        ("Towel rental", 200),
-        ("Shaker", 900),
-        ("Gym gloves", 1900),
-        ("Locker padlock", 700),
-        ("Isotonic drink", 250),
-        ("Coffee", 180),
-        ("Personal training (1 h)", 6000),
-        ("Sauna session", 800),
-        ("T-shirt", 2500),
-        ("Creatine 300 g", 2490),
-    ];
+const CATALOGUE: [(&str, i64); 12] = [
+    ("Protein bar", 250),
+    ("Water 0.5 l", 150),
+    ("Towel rental", 200),
+    ("Shaker", 900),
+    ("Gym gloves", 1900),
+    ("Locker padlock", 700),
+    ("Isotonic drink", 250),
+    ("Coffee", 180),
+    ("Personal training (1 h)", 6000),
+    ("Sauna session", 800),
+    ("T-shirt", 2500),
+    ("Creatine 300 g", 2490),
+];
+
+/// The shop's products (the last one archived) and 600 sales of the last 120 days.
+async fn seed_shop(
+    txn: &DatabaseTransaction,
+    gym_id: Uuid,
+    members: &[(Uuid, DateTime<Utc>)],
+    at: DateTime<Utc>,
+    rng: &mut StdRng,
+) -> anyhow::Result<()> {
     let mut products = Vec::new();
-    let mut product_rows: Vec<(Uuid, &str, i64)> = Vec::new();
-    for (i, (name, price)) in catalogue.iter().enumerate() {
+    let mut catalogue: Vec<(Uuid, &str, i64)> = Vec::new();
+    for (i, (name, price)) in CATALOGUE.iter().enumerate() {
         let t = at - Duration::days(380 - i as i64);
         let id = new_id();
-        product_rows.push((id, name, *price));
+        catalogue.push((id, name, *price));
         products.push(product::ActiveModel {
             id: Set(id),
             gym_id: Set(gym_id),
@@ -362,25 +395,24 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
             sku: Set(Some(format!("SKU-{:03}", i + 1))),
             price_amount: Set(*price),
             currency: Set("EUR".into()),
-            status: Set(if i == 11 { "inactive" } else { "active" }.into()),
+            status: Set(if i == 11 { ProductStatus::Inactive } else { ProductStatus::Active }),
             legacy_id: Set(None),
             created_at: Set(t),
             updated_at: Set(t),
         });
     }
-    product::Entity::insert_many(products).exec(&txn).await?;
+    product::Entity::insert_many(products).exec(txn).await?;
     let mut sales = Vec::new();
     for i in 0..600 {
-        let (pid, name, price) = product_rows[rng.gen_range(0..product_rows.len())];
+        let (pid, name, price) = catalogue[rng.gen_range(0..catalogue.len())];
         let qty = rng.gen_range(1..4);
-        let walk_in = i % 7 == 0;
-        let member = if walk_in { None } else { Some(member_ids[rng.gen_range(0..member_ids.len())].0) };
-        let t = ago(rng.gen_range(0..120), &mut rng).min(at);
+        let member = if i % 7 == 0 { None } else { Some(members[rng.gen_range(0..members.len())].0) };
+        let t = days_ago(at, rng.gen_range(0..120), rng).min(at);
         let status = match rng.gen_range(0..20) {
-            0 => "failed",
-            1 => "refunded",
-            2 | 3 => "pending",
-            _ => "paid",
+            0 => PaymentStatus::Failed,
+            1 => PaymentStatus::Refunded,
+            2 | 3 => PaymentStatus::Pending,
+            _ => PaymentStatus::Paid,
         };
         sales.push(purchase::ActiveModel {
             id: Set(new_id()),
@@ -391,7 +423,7 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
             quantity: Set(qty),
             total_amount: Set(price * i64::from(qty)),
             currency: Set("EUR".into()),
-            payment_status: Set(status.into()),
+            payment_status: Set(status),
             purchased_at: Set(t),
             legacy_id: Set(None),
             created_at: Set(t),
@@ -399,9 +431,7 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
         });
     }
     for chunk in sales.chunks(200) {
-        purchase::Entity::insert_many(chunk.to_vec()).exec(&txn).await?;
+        purchase::Entity::insert_many(chunk.to_vec()).exec(txn).await?;
     }
-    counters::recount(&txn, gym_id).await?;
-    txn.commit().await?;
     Ok(())
 }

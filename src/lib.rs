@@ -20,6 +20,7 @@ pub mod errors;
 pub mod health;
 pub mod import;
 pub mod limits;
+pub mod members;
 pub mod middleware;
 pub mod openapi;
 pub mod pagination;

@@ -25,3 +25,36 @@ pub fn validation_error_from_parse(err: &poem::Error) -> ValidationError {
     }
     ValidationError { message: errors.summary(), errors: errors.0 }
 }
+
+/// The document's enums and the stored states (`entity::states`) are the same sets of values:
+/// each pair converts both ways, and a value added to one side alone does not compile.
+macro_rules! same_values {
+    ($($api:ident <=> $stored:ident { $($variant:ident),+ $(,)? })+) => {$(
+        impl From<entity::states::$stored> for $api {
+            fn from(value: entity::states::$stored) -> Self {
+                match value {
+                    $(entity::states::$stored::$variant => Self::$variant,)+
+                }
+            }
+        }
+
+        impl From<$api> for entity::states::$stored {
+            fn from(value: $api) -> Self {
+                match value {
+                    $($api::$variant => Self::$variant,)+
+                }
+            }
+        }
+    )+};
+}
+
+same_values! {
+    MemberStatus <=> MemberStatus { Active, Inactive }
+    PlanStatus <=> PlanStatus { Active, Inactive }
+    ProductStatus <=> ProductStatus { Active, Inactive }
+    AttendanceKind <=> AttendanceKind { CheckIn, Access }
+    AttendanceStatus <=> AttendanceStatus { Granted, Denied }
+    PaymentStatus <=> PaymentStatus { Pending, Paid, Failed, Refunded }
+    BillingInterval <=> BillingInterval { Week, Month, Year }
+    WebhookDeliveryStatus <=> DeliveryStatus { Pending, Delivered, Failed }
+}

@@ -1,5 +1,7 @@
 use sea_orm::entity::prelude::*;
 
+use crate::states::*;
+
 /// An API key. Only its fingerprint and display prefix are stored.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "api_keys")]
@@ -9,8 +11,7 @@ pub struct Model {
     /// The production gym the key belongs to (a test key acts on that gym's sandbox).
     pub gym_id: Uuid,
     pub name: String,
-    /// `live` or `test`.
-    pub environment: String,
+    pub environment: Environment,
     /// Lowercase hex SHA-256 of the full key. The key itself is never stored.
     #[sea_orm(unique)]
     pub fingerprint: String,

@@ -1,5 +1,7 @@
 use sea_orm::entity::prelude::*;
 
+use crate::states::*;
+
 /// A check-in or a door access event.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "attendance")]
@@ -10,9 +12,9 @@ pub struct Model {
     pub facility_id: Uuid,
     pub member_id: Option<Uuid>,
     /// `check_in` or `access`.
-    pub kind: String,
+    pub kind: AttendanceKind,
     /// `granted` or `denied`.
-    pub status: String,
+    pub status: AttendanceStatus,
     pub occurred_at: DateTimeUtc,
     pub legacy_id: Option<String>,
     pub created_at: DateTimeUtc,

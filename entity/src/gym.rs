@@ -1,5 +1,7 @@
 use sea_orm::entity::prelude::*;
 
+use crate::states::*;
+
 /// A gym, or the sandbox of one (`parent_gym_id` set). A sandbox follows its parent's plan and
 /// subscription.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -17,8 +19,7 @@ pub struct Model {
     pub api_access: bool,
     /// Plan feature: the front-desk device endpoints.
     pub device_access: bool,
-    /// `active`, `past_due` or `unpaid`.
-    pub subscription_status: String,
+    pub subscription_status: SubscriptionStatus,
     /// End of the grace period of an unpaid subscription; requests get 402 after it.
     pub grace_ends_at: Option<DateTimeUtc>,
     pub created_at: DateTimeUtc,

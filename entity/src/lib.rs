@@ -12,6 +12,7 @@ pub mod member_membership;
 pub mod membership_plan;
 pub mod product;
 pub mod purchase;
+pub mod states;
 pub mod subscription_plan;
 pub mod user;
 pub mod user_session;

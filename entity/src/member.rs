@@ -1,5 +1,7 @@
 use sea_orm::entity::prelude::*;
 
+use crate::states::*;
+
 /// A member of a gym.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "members")]
@@ -18,8 +20,7 @@ pub struct Model {
     pub date_of_birth: Option<Date>,
     pub city: Option<String>,
     pub country: Option<String>,
-    /// `active` or `inactive`.
-    pub status: String,
+    pub status: MemberStatus,
     pub legacy_id: Option<String>,
     pub visits_count: i64,
     /// `"first last\nemail"`, Unicode-lowercased by the service; what `search` matches.

@@ -1,5 +1,7 @@
 use sea_orm::entity::prelude::*;
 
+use crate::states::*;
+
 /// A plan of the membership catalogue (`/memberships`).
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "membership_plans")]
@@ -14,7 +16,7 @@ pub struct Model {
     pub duration_days: Option<i32>,
     pub visit_limit: Option<i32>,
     /// `active` or `inactive`.
-    pub status: String,
+    pub status: PlanStatus,
     pub legacy_id: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,

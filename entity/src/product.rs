@@ -1,5 +1,7 @@
 use sea_orm::entity::prelude::*;
 
+use crate::states::*;
+
 /// A product sold at a gym.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "products")]
@@ -13,7 +15,7 @@ pub struct Model {
     pub price_amount: i64,
     pub currency: String,
     /// `active` or `inactive`.
-    pub status: String,
+    pub status: ProductStatus,
     pub legacy_id: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,

@@ -1,5 +1,7 @@
 use sea_orm::entity::prelude::*;
 
+use crate::states::*;
+
 /// A sale.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "purchases")]
@@ -14,7 +16,7 @@ pub struct Model {
     pub total_amount: i64,
     pub currency: String,
     /// `pending`, `paid`, `failed` or `refunded`.
-    pub payment_status: String,
+    pub payment_status: PaymentStatus,
     pub purchased_at: DateTimeUtc,
     pub legacy_id: Option<String>,
     pub created_at: DateTimeUtc,

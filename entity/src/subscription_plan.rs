@@ -1,5 +1,7 @@
 use sea_orm::entity::prelude::*;
 
+use crate::states::*;
+
 /// A recurring plan of the subscription catalogue (`/membership-subscriptions`).
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "subscription_plans")]
@@ -12,10 +14,10 @@ pub struct Model {
     pub price_amount: i64,
     pub currency: String,
     /// `week`, `month` or `year`.
-    pub billing_interval: String,
+    pub billing_interval: BillingInterval,
     pub billing_interval_count: i32,
     /// `active` or `inactive`.
-    pub status: String,
+    pub status: PlanStatus,
     pub legacy_id: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,

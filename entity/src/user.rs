@@ -1,5 +1,7 @@
 use sea_orm::entity::prelude::*;
 
+use crate::states::*;
+
 /// A person who signs in to the settings area of a gym.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "users")]
@@ -11,8 +13,7 @@ pub struct Model {
     pub email: String,
     /// Argon2 PHC string.
     pub password_hash: String,
-    /// `owner` or `employee`.
-    pub role: String,
+    pub role: Role,
     /// Granted permissions, comma-separated (e.g. `settings.manage`).
     pub permissions: String,
     pub created_at: DateTimeUtc,

@@ -1,5 +1,7 @@
 use sea_orm::entity::prelude::*;
 
+use crate::states::*;
+
 /// One event for one endpoint, with its attempts.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "webhook_deliveries")]
@@ -10,8 +12,7 @@ pub struct Model {
     pub endpoint_id: Uuid,
     pub event_id: Uuid,
     pub event_type: String,
-    /// `pending`, `delivered` or `failed`.
-    pub status: String,
+    pub status: DeliveryStatus,
     /// Attempts so far, a JSON array.
     pub attempts: String,
     pub attempt_count: i32,

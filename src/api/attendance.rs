@@ -20,8 +20,8 @@ fn entry(m: attendance::Model) -> AttendanceEntry {
     AttendanceEntry {
         object: AttendanceEntryObject::Attendance,
         id: m.id,
-        kind: AttendanceKind::parse(&m.kind).unwrap_or(AttendanceKind::CheckIn),
-        status: AttendanceStatus::parse(&m.status).unwrap_or(AttendanceStatus::Granted),
+        kind: m.kind.into(),
+        status: m.status.into(),
         member_id: m.member_id.into(),
         facility_id: m.facility_id,
         occurred_at: m.occurred_at,

@@ -3,7 +3,7 @@
 use entity::member;
 use poem_openapi::types::MaybeUndefined;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait, QueryFilter, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait, QueryFilter,
     TransactionTrait,
     sea_query::{Expr, LikeExpr, Query, SimpleExpr},
 };
@@ -19,40 +19,17 @@ use crate::{
         self,
         search_totals::{self, Search},
     },
-    db::is_unique_violation,
-    errors::{ApiError, FieldErrors},
+    errors::ApiError,
+    members::{self, Change, Edit, Edited, NewMember},
     pagination::Page,
-    records::{new_id, now},
-    types::Date,
-    webhooks::{self, EventType},
+    records::now,
+    webhooks::EventType,
 };
 
 const KIND: &str = "member";
 
 /// Below this many search matches, PostgreSQL is steered to the trigram index (see `list_members`).
 const FENCE_BELOW: i64 = 2_000;
-
-pub fn record(m: member::Model) -> Member {
-    Member {
-        object: MemberObject::Member,
-        id: m.id,
-        first_name: m.first_name,
-        last_name: m.last_name,
-        email: m.email.into(),
-        phone: m.phone.into(),
-        gender: m.gender.into(),
-        date_of_birth: m.date_of_birth.map(Date).into(),
-        city: m.city.into(),
-        country: m.country.into(),
-        status: MemberStatus::parse(&m.status).unwrap_or(MemberStatus::Active),
-        facility_id: m.facility_id,
-        legacy_id: m.legacy_id.into(),
-        visits_count: m.visits_count,
-        last_visit_at: m.last_visit_at.into(),
-        created_at: m.created_at,
-        updated_at: m.updated_at,
-    }
-}
 
 /// `%term%` for LIKE, lowercased, with the wildcards of the term escaped (`\\` escapes).
 fn like_pattern(term: &str) -> String {
@@ -68,52 +45,8 @@ fn like_pattern(term: &str) -> String {
     p
 }
 
-/// What `search` matches: `"first last\nemail"`, lowercased here (Unicode, identical on every
-/// backend; SQLite's own `lower()` only knows ASCII). The newline keeps a term from spanning the
-/// name and the email.
-pub fn search_text(first_name: &str, last_name: &str, email: Option<&str>) -> String {
-    format!("{first_name} {last_name}\n{}", email.unwrap_or_default()).to_lowercase()
-}
-
 async fn find(db: &impl ConnectionTrait, gym_id: Uuid, id: &str) -> Result<member::Model, ApiError> {
     find_in_gym::<member::Entity>(db, member::Column::GymId, gym_id, KIND, id).await
-}
-
-/// Rules the schema cannot express: the email is free within the gym, the facility is the gym's.
-async fn check_references(
-    db: &impl ConnectionTrait,
-    gym_id: Uuid,
-    member_id: Option<Uuid>,
-    email: Option<&str>,
-    facility_id: Option<Uuid>,
-) -> Result<(), ApiError> {
-    let mut errors = FieldErrors::new();
-    if let Some(email) = email {
-        let mut q = member::Entity::find()
-            .filter(member::Column::GymId.eq(gym_id))
-            .filter(member::Column::EmailNormalized.eq(email.to_lowercase()));
-        if let Some(id) = member_id {
-            q = q.filter(member::Column::Id.ne(id));
-        }
-        if q.one(db).await?.is_some() {
-            errors.add("email", "The email has already been taken.");
-        }
-    }
-    if let Some(fid) = facility_id {
-        let found = entity::facility::Entity::find_by_id(fid)
-            .filter(entity::facility::Column::GymId.eq(gym_id))
-            .one(db)
-            .await?;
-        if found.is_none() {
-            errors.add("facility_id", "The selected facility_id is not a facility of this gym.");
-        }
-    }
-    errors.into_result()
-}
-
-/// A member as the API returns it, for an event's `data`.
-fn event_data(member: &Member) -> serde_json::Value {
-    poem_openapi::types::ToJSON::to_json(member).unwrap_or_default()
 }
 
 /// What `search` matches. On PostgreSQL the pattern is written into the statement as a literal.
@@ -160,10 +93,6 @@ fn pg_literal(text: &str) -> String {
     }
     out.push('\'');
     out
-}
-
-fn email_taken(err: sea_orm::DbErr) -> ApiError {
-    if is_unique_violation(&err) { ApiError::invalid("email", "The email has already been taken.") } else { err.into() }
 }
 
 impl MembersApi for Handlers {
@@ -247,7 +176,7 @@ impl MembersApi for Handlers {
             )
             .await?;
         Ok(ListMembersResponse::Ok(Json(MemberList {
-            data: rows.into_iter().map(record).collect(),
+            data: rows.into_iter().map(members::record).collect(),
             links: links(&page),
             meta: meta(&page),
         })))
@@ -262,7 +191,7 @@ impl MembersApi for Handlers {
         let b = p.body;
         let email = b.email.take().map(|e| e.0);
         let facility_id = b.facility_id.take();
-        check_references(self.db(), gym_id, None, email.as_deref(), facility_id).await?;
+        members::check(self.db(), gym_id, None, email.as_deref(), facility_id).await?;
         let facility_id = match facility_id {
             Some(id) => id,
             None => {
@@ -272,40 +201,26 @@ impl MembersApi for Handlers {
                     .id
             }
         };
-        let at = now();
-        let status = b.status.unwrap_or(MemberStatus::Active).as_str();
-        let text = search_text(&b.first_name, &b.last_name, email.as_deref());
+        let status = b.status.unwrap_or(MemberStatus::Active).into();
+        let new = NewMember {
+            first_name: b.first_name,
+            last_name: b.last_name,
+            email,
+            phone: b.phone.take(),
+            gender: b.gender.take(),
+            date_of_birth: b.date_of_birth.take().map(|d| d.0),
+            city: b.city.take(),
+            country: b.country.take(),
+            status,
+            facility_id,
+            legacy_id: None,
+        };
         let txn = self.db().begin().await?;
-        let model = member::ActiveModel {
-            id: Set(new_id()),
-            gym_id: Set(gym_id),
-            facility_id: Set(facility_id),
-            first_name: Set(b.first_name),
-            last_name: Set(b.last_name),
-            search_text: Set(text),
-            email_normalized: Set(email.as_ref().map(|e| e.to_lowercase())),
-            email: Set(email),
-            phone: Set(b.phone.take()),
-            gender: Set(b.gender.take()),
-            date_of_birth: Set(b.date_of_birth.take().map(|d| d.0)),
-            city: Set(b.city.take()),
-            country: Set(b.country.take()),
-            status: Set(status.to_string()),
-            legacy_id: Set(None),
-            visits_count: Set(0),
-            last_visit_at: Set(None),
-            created_at: Set(at),
-            updated_at: Set(at),
-        }
-        .insert(&txn)
-        .await
-        .map_err(email_taken)?;
-        let mut deltas = vec![(counters::MEMBER_ROWS.name(None), 1), (counters::MEMBER_ROWS.name(Some(status)), 1)];
-        deltas.extend(counters::MEMBER_ROWS.written());
-        counters::add_many(&txn, gym_id, &deltas).await?;
-        let member = record(model);
-        let queued = webhooks::emit(&txn, gym_id, EventType::MemberCreated, event_data(&member)).await?;
-        txn.commit().await.map_err(email_taken)?;
+        let model = members::row(gym_id, new, now()).insert(&txn).await.map_err(members::email_taken)?;
+        members::count(&txn, gym_id, Change::Added(vec![status])).await?;
+        let member = members::record(model);
+        let queued = members::announce(&txn, gym_id, EventType::MemberCreated, &member).await?;
+        txn.commit().await.map_err(members::email_taken)?;
         if queued {
             self.state.webhooks.notify_one();
         }
@@ -314,7 +229,7 @@ impl MembersApi for Handlers {
 
     async fn get_member(&self, ctx: &RequestContext, p: GetMemberParams) -> Result<GetMemberResponse, ApiError> {
         let m = find(self.db(), ctx.tenant.gym_id, &p.id).await?;
-        Ok(GetMemberResponse::Ok(Json(record(m))))
+        Ok(GetMemberResponse::Ok(Json(members::record(m))))
     }
 
     async fn replace_member(
@@ -356,74 +271,38 @@ async fn update_once(h: &Handlers, ctx: &RequestContext, id: &str, b: MemberUpda
     let gym_id = ctx.tenant.gym_id;
     let txn = h.db().begin().await?;
     let current = find(&txn, gym_id, id).await?;
-    let new_email: MaybeUndefined<String> = b.email.map_value(|e| e.0);
-    check_references(&txn, gym_id, Some(current.id), new_email.value().map(String::as_str), b.facility_id).await?;
-    let old_status = current.status.clone();
-    // What search matches after the change, known before the one write.
-    let email_after = match new_email.as_opt_ref() {
-        Some(email) => email.map(String::as_str),
-        None => current.email.as_deref(),
+    let edit = Edit {
+        first_name: b.first_name,
+        last_name: b.last_name,
+        email: optional(b.email.map_value(|e| e.0)),
+        phone: optional(b.phone),
+        gender: optional(b.gender),
+        date_of_birth: optional(b.date_of_birth.map_value(|d| d.0)),
+        city: optional(b.city),
+        country: optional(b.country),
+        status: b.status.map(Into::into),
+        facility_id: b.facility_id,
     };
-    let text = search_text(
-        b.first_name.as_deref().unwrap_or(&current.first_name),
-        b.last_name.as_deref().unwrap_or(&current.last_name),
-        email_after,
-    );
-    let text_changed = text != current.search_text;
-    let mut m: member::ActiveModel = current.into();
-    if text_changed {
-        m.search_text = Set(text);
-    }
-    if let Some(v) = b.first_name {
-        m.first_name = Set(v);
-    }
-    if let Some(v) = b.last_name {
-        m.last_name = Set(v);
-    }
-    if let Some(v) = b.facility_id {
-        m.facility_id = Set(v);
-    }
-    if let Some(v) = b.status {
-        m.status = Set(v.as_str().to_string());
-    }
-    if let Some(email) = new_email.as_opt_ref() {
-        m.email_normalized = Set(email.map(|e| e.to_lowercase()));
-        m.email = Set(email.cloned());
-    }
-    set_optional(&mut m.phone, b.phone);
-    set_optional(&mut m.gender, b.gender);
-    set_optional(&mut m.date_of_birth, b.date_of_birth.map_value(|d| d.0));
-    set_optional(&mut m.city, b.city);
-    set_optional(&mut m.country, b.country);
-    m.updated_at = Set(now());
-    let saved = m.update(&txn).await.map_err(email_taken)?;
-    let mut deltas = Vec::new();
-    if saved.status != old_status {
-        deltas.push((counters::MEMBER_ROWS.name(Some(&old_status)), -1));
-        deltas.push((counters::MEMBER_ROWS.name(Some(&saved.status)), 1));
-    }
-    if text_changed || saved.status != old_status {
-        deltas.extend(counters::MEMBER_ROWS.written());
-    }
-    counters::add_many(&txn, gym_id, &deltas).await?;
-    let member = record(saved);
-    let queued = webhooks::emit(&txn, gym_id, EventType::MemberUpdated, event_data(&member)).await?;
-    txn.commit().await.map_err(email_taken)?;
+    let new_email = edit.email.as_ref().and_then(Option::as_deref);
+    members::check(&txn, gym_id, Some(current.id), new_email, edit.facility_id).await?;
+    let Edited { model, change } = members::edit(current, edit, now());
+    let saved = model.update(&txn).await.map_err(members::email_taken)?;
+    members::count(&txn, gym_id, change).await?;
+    let member = members::record(saved);
+    let queued = members::announce(&txn, gym_id, EventType::MemberUpdated, &member).await?;
+    txn.commit().await.map_err(members::email_taken)?;
     if queued {
         h.state.webhooks.notify_one();
     }
     Ok(member)
 }
 
-fn set_optional<T>(field: &mut sea_orm::ActiveValue<Option<T>>, value: MaybeUndefined<T>)
-where
-    T: Into<sea_orm::Value>,
-    Option<T>: Into<sea_orm::Value>,
-{
+/// A PATCH field as an edit: absent leaves it, `null` clears it.
+fn optional<T>(value: MaybeUndefined<T>) -> Option<Option<T>> {
     match value {
-        MaybeUndefined::Undefined => {}
-        MaybeUndefined::Null => *field = Set(None),
-        MaybeUndefined::Value(v) => *field = Set(Some(v)),
+        MaybeUndefined::Undefined => None,
+        MaybeUndefined::Null => Some(None),
+        MaybeUndefined::Value(v) => Some(Some(v)),
     }
 }
 

@@ -8,8 +8,6 @@ mod members;
 mod statistics;
 mod webhooks;
 
-pub use members::search_text;
-
 use crate::openapi::{Money, PaginationLinks, PaginationMeta};
 use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PrimaryKeyTrait, QueryFilter, Select};

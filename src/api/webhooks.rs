@@ -30,7 +30,7 @@ fn delivery(d: webhook_delivery::Model) -> WebhookDelivery {
         endpoint_id: d.endpoint_id,
         event_id: d.event_id,
         event_type: d.event_type,
-        status: WebhookDeliveryStatus::parse(&d.status).unwrap_or(WebhookDeliveryStatus::Pending),
+        status: d.status.into(),
         attempts: attempts
             .into_iter()
             .map(|a| WebhookAttempt {

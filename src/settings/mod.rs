@@ -321,7 +321,7 @@ async fn render_api(state: &AppState, s: &Signed, flash: Option<Flash>, status: 
             KeyRow {
                 id: k.id,
                 name: k.name.clone(),
-                environment: if k.environment == Environment::Test.as_str() { "Test" } else { "Live" },
+                environment: if k.environment == Environment::Test { "Test" } else { "Live" },
                 prefix: k.prefix.clone(),
                 last_used: k.last_used_at.map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string()),
                 status: status.label(at),

@@ -11,7 +11,7 @@ use std::net::IpAddr;
 
 use base64::{Engine as _, engine::general_purpose::STANDARD as B64};
 use chrono::{DateTime, Duration, Utc};
-use entity::{webhook_delivery, webhook_endpoint, webhook_event};
+use entity::{states::DeliveryStatus, webhook_delivery, webhook_endpoint, webhook_event};
 use hmac::{Hmac, Mac};
 use rand::RngCore;
 use sea_orm::{
@@ -120,7 +120,7 @@ async fn queue(
             endpoint_id: Set(endpoint_id),
             event_id: Set(event_id),
             event_type: Set(event.as_str().to_string()),
-            status: Set("pending".into()),
+            status: Set(DeliveryStatus::Pending),
             attempts: Set("[]".into()),
             attempt_count: Set(0),
             next_attempt_at: Set(Some(at)),

@@ -1,5 +1,6 @@
 //! Keys, tenants, sandboxes and account conditions (SPEC.md "Authentication", DESIGN.md §5–6).
 
+use entity::states::{Role, SubscriptionStatus};
 use std::time::Duration;
 
 use gymapi::{
@@ -193,7 +194,7 @@ async fn a_key_whose_gym_is_a_sandbox_never_works() {
             id: Set(gymapi::records::new_id()),
             gym_id: Set(sandbox.id),
             name: Set("forged".into()),
-            environment: Set(env.as_str().into()),
+            environment: Set(env),
             fingerprint: Set(gymapi::auth::fingerprint(&key)),
             prefix: Set(gymapi::auth::display_prefix(&key)),
             created_at: Set(gymapi::records::now()),
@@ -235,7 +236,7 @@ async fn unpaid_past_grace_is_402_and_plan_without_api_is_403_in_that_order() {
     let gym = app.gym("Billing").await;
     let test_key = app.test_key(&gym).await;
     let in_grace = GymUpdate {
-        subscription_status: Some("past_due".into()),
+        subscription_status: Some(SubscriptionStatus::PastDue),
         grace_ends_at: Some(Some(gymapi::records::now() + chrono::Duration::days(3))),
         ..Default::default()
     };
@@ -262,7 +263,7 @@ async fn unpaid_past_grace_is_402_and_plan_without_api_is_403_in_that_order() {
         &app.db,
         &*app.store,
         gym.id,
-        GymUpdate { subscription_status: Some("active".into()), ..Default::default() },
+        GymUpdate { subscription_status: Some(SubscriptionStatus::Active), ..Default::default() },
     )
     .await
     .unwrap();
@@ -285,7 +286,11 @@ async fn unpaid_past_grace_is_402_and_plan_without_api_is_403_in_that_order() {
         &app.db,
         &*app.store,
         gym.id,
-        GymUpdate { subscription_status: Some("unpaid".into()), grace_ends_at: Some(None), ..Default::default() },
+        GymUpdate {
+            subscription_status: Some(SubscriptionStatus::Unpaid),
+            grace_ends_at: Some(None),
+            ..Default::default()
+        },
     )
     .await
     .unwrap();
@@ -308,17 +313,18 @@ async fn permissions_are_enforced_in_one_place() {
     let app = TestApp::spawn().await;
     let gym = app.gym("Staff").await;
     let other = app.gym("Other").await;
-    let owner = accounts::create_user(&app.db, gym.id, "owner@example.com", "owner", &[], "correct horse battery")
+    let owner = accounts::create_user(&app.db, gym.id, "owner@example.com", Role::Owner, &[], "correct horse battery")
         .await
         .unwrap();
-    let clerk = accounts::create_user(&app.db, gym.id, "clerk@example.com", "employee", &[], "correct horse battery")
-        .await
-        .unwrap();
+    let clerk =
+        accounts::create_user(&app.db, gym.id, "clerk@example.com", Role::Employee, &[], "correct horse battery")
+            .await
+            .unwrap();
     let manager = accounts::create_user(
         &app.db,
         gym.id,
         "manager@example.com",
-        "employee",
+        Role::Employee,
         &[accounts::Permission::SettingsManage],
         "correct horse battery",
     )

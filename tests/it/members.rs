@@ -479,3 +479,73 @@ async fn search_terms_with_quotes_and_backslashes_match_literally() {
     assert_eq!(app.get(&gym.live_key, "/members").await.body["meta"]["total"], 2);
     assert_eq!(app.get(&other.live_key, "/members").await.body["meta"]["total"], 1);
 }
+
+/// The members' version, which every writer of members bumps (see `gymapi::members::count`), read
+/// from the database.
+async fn members_version(app: &TestApp, gym_id: uuid::Uuid) -> i64 {
+    use sea_orm::{ConnectionTrait, Statement};
+    let backend = app.db.get_database_backend();
+    let sql = gymapi::db::placeholders(
+        backend,
+        "SELECT CAST(COALESCE(SUM(value), 0) AS BIGINT) AS v FROM gym_counters WHERE gym_id = ? AND name = ?",
+    );
+    let row = app
+        .db
+        .query_one(Statement::from_sql_and_values(backend, sql, [gym_id.into(), "members:version".into()]))
+        .await
+        .unwrap()
+        .unwrap();
+    row.try_get::<i64>("", "v").unwrap()
+}
+
+/// Each way members are written (create, PUT, PATCH, import, the demo's seed) moves the version
+/// that kept search totals and statistics follow; a change no search or status filter sees may not.
+#[tokio::test]
+async fn every_member_writer_moves_the_members_version() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Versioned").await;
+    let k = &gym.live_key;
+    let mut last = members_version(&app, gym.id).await;
+    let mut moved = |now: i64, what: &str| {
+        assert!(now > last, "{what} left the members' version at {now}");
+        last = now;
+    };
+    let ada = app.member(k, "Ada", "Lovelace").await;
+    moved(members_version(&app, gym.id).await, "POST /members");
+    let path = format!("/members/{}", ada["id"].as_str().unwrap());
+    let put = app.request("PUT", &path, Some(k), Some(json!({"last_name": "King"})), &[]).await;
+    assert_eq!(put.status, 200);
+    moved(members_version(&app, gym.id).await, "PUT /members/{id}");
+    assert_eq!(app.patch(k, &path, json!({"status": "inactive"})).await.status, 200);
+    moved(members_version(&app, gym.id).await, "PATCH /members/{id}");
+    let rows = json!({"rows": [{"legacy_id": "M-1", "first_name": "Adah", "last_name": "Menken"}]});
+    assert_eq!(app.post(k, "/import/members", rows).await.status, 200);
+    moved(members_version(&app, gym.id).await, "POST /import/members");
+
+    let demo = gymapi::demo::ensure(&app.db, &*app.store).await.unwrap();
+    assert!(members_version(&app, demo.gym_id).await > 0, "the demo's seed left its gym's members' version at 0");
+}
+
+/// A status outside its set in the database (written behind the service's back) is an error the
+/// client sees as one, never read as some default status.
+#[tokio::test]
+async fn a_stored_status_outside_its_set_is_an_error_not_a_default() {
+    use sea_orm::{ConnectionTrait, Statement};
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Frozen").await;
+    let ada = app.member(&gym.live_key, "Ada", "Lovelace").await;
+    let id = ada["id"].as_str().unwrap();
+    let backend = app.db.get_database_backend();
+    let sql = gymapi::db::placeholders(backend, "UPDATE members SET status = 'frozen' WHERE id = ?");
+    let uuid = uuid::Uuid::parse_str(id).unwrap();
+    app.db.execute(Statement::from_sql_and_values(backend, sql, [uuid.into()])).await.unwrap();
+    let r = app
+        .raw(reqwest::Method::GET, &format!("/api/v1/members/{id}"))
+        .bearer_auth(&gym.live_key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 500);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "internal_error", "{body}");
+}

@@ -1,6 +1,7 @@
 //! The read-only resources and the statistics, on data written straight to the database.
 
 use chrono::{Duration, TimeZone, Utc};
+use entity::states::{AttendanceKind, AttendanceStatus, BillingInterval, PaymentStatus, PlanStatus, ProductStatus};
 use entity::{attendance, member_membership, membership_plan, product, purchase, subscription_plan};
 use gymapi::{accounts, records::new_id};
 use sea_orm::{ActiveModelTrait, Set};
@@ -30,7 +31,7 @@ async fn seed(app: &TestApp, gym: &Gym, currency: &str) -> Seeded {
         currency: Set(currency.into()),
         duration_days: Set(Some(90)),
         visit_limit: Set(Some(10)),
-        status: Set("active".into()),
+        status: Set(PlanStatus::Active),
         legacy_id: Set(Some("P1".into())),
         created_at: Set(now),
         updated_at: Set(now),
@@ -46,9 +47,9 @@ async fn seed(app: &TestApp, gym: &Gym, currency: &str) -> Seeded {
         description: Set(Some("d".into())),
         price_amount: Set(4900),
         currency: Set(currency.into()),
-        billing_interval: Set("month".into()),
+        billing_interval: Set(BillingInterval::Month),
         billing_interval_count: Set(1),
-        status: Set("active".into()),
+        status: Set(PlanStatus::Active),
         legacy_id: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
@@ -65,7 +66,7 @@ async fn seed(app: &TestApp, gym: &Gym, currency: &str) -> Seeded {
         sku: Set(Some("B-1".into())),
         price_amount: Set(250),
         currency: Set(currency.into()),
-        status: Set("active".into()),
+        status: Set(ProductStatus::Active),
         legacy_id: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
@@ -82,7 +83,7 @@ async fn seed(app: &TestApp, gym: &Gym, currency: &str) -> Seeded {
         sku: Set(None),
         price_amount: Set(1000),
         currency: Set(currency.into()),
-        status: Set("inactive".into()),
+        status: Set(ProductStatus::Inactive),
         legacy_id: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
@@ -124,7 +125,7 @@ async fn seed(app: &TestApp, gym: &Gym, currency: &str) -> Seeded {
             quantity: Set(1),
             total_amount: Set(amount),
             currency: Set(currency.into()),
-            payment_status: Set(status.into()),
+            payment_status: Set(PaymentStatus::parse(status).unwrap()),
             purchased_at: Set(now - Duration::seconds(i as i64)),
             legacy_id: Set(None),
             created_at: Set(now),
@@ -148,8 +149,8 @@ async fn seed(app: &TestApp, gym: &Gym, currency: &str) -> Seeded {
             gym_id: Set(gym.id),
             facility_id: Set(facility),
             member_id: Set(if i == 2 { None } else { Some(member) }),
-            kind: Set(kind.into()),
-            status: Set(status.into()),
+            kind: Set(AttendanceKind::parse(kind).unwrap()),
+            status: Set(AttendanceStatus::parse(status).unwrap()),
             occurred_at: Set(at),
             legacy_id: Set(None),
             created_at: Set(now),

@@ -1,5 +1,6 @@
 //! The settings area over HTTP as a browser uses it: cookies, forms, redirects.
 
+use entity::states::Role;
 use gymapi::accounts::{self, Permission};
 use reqwest::redirect::Policy;
 
@@ -59,7 +60,7 @@ impl Browser {
 }
 
 async fn user(app: &TestApp, gym: &Gym, email: &str, role: &str, grants: &[Permission]) {
-    accounts::create_user(&app.db, gym.id, email, role, grants, PASSWORD).await.unwrap();
+    accounts::create_user(&app.db, gym.id, email, Role::parse(role).unwrap(), grants, PASSWORD).await.unwrap();
 }
 
 async fn signed_in(app: &TestApp, gym: &Gym, email: &str, role: &str, grants: &[Permission]) -> Browser {

@@ -1,10 +1,13 @@
 //! The operators' CLI (DESIGN.md §9). Scripts depend on it: names, flags and `--json` shapes are
 //! stable. Exit codes: 0 success, 1 failure of the service or database, 2 bad input.
 
+mod import;
+
 use std::{io::Read as _, process::ExitCode};
 
 use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use entity::states::{Role, SubscriptionStatus};
 use sea_orm::DatabaseConnection;
 use serde_json::json;
 use uuid::Uuid;
@@ -372,7 +375,7 @@ fn opt_time(t: Option<DateTime<Utc>>) -> serde_json::Value {
 }
 
 async fn import(a: ImportArgs) -> Result<(), Failure> {
-    use crate::import::client::{self, ClientError};
+    use self::import::{self as client, ClientError};
     let mut map = Vec::with_capacity(a.map.len());
     for m in &a.map {
         let (column, field) =
@@ -554,13 +557,10 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
             let update = GymUpdate {
                 api_access: a.api_access.map(|v| matches!(v, OnOff::On)),
                 device_access: a.device_access.map(|v| matches!(v, OnOff::On)),
-                subscription_status: a.subscription.map(|s| {
-                    match s {
-                        SubscriptionState::Active => "active",
-                        SubscriptionState::PastDue => "past_due",
-                        SubscriptionState::Unpaid => "unpaid",
-                    }
-                    .to_string()
+                subscription_status: a.subscription.map(|s| match s {
+                    SubscriptionState::Active => SubscriptionStatus::Active,
+                    SubscriptionState::PastDue => SubscriptionStatus::PastDue,
+                    SubscriptionState::Unpaid => SubscriptionStatus::Unpaid,
                 }),
                 grace_ends_at: grace,
                 timezone: a.timezone,
@@ -681,8 +681,8 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
             let password = password.trim_end_matches(['\r', '\n']);
             let db = open(&config).await?;
             let role = match role {
-                RoleArg::Owner => "owner",
-                RoleArg::Employee => "employee",
+                RoleArg::Owner => Role::Owner,
+                RoleArg::Employee => Role::Employee,
             };
             let user = accounts::create_user(&db, gym, &email, role, &grants, password).await?;
             print(json, json!({ "id": user.id, "email": user.email, "role": user.role }), || {

@@ -1,0 +1,147 @@
+//! `POST /import/attendance` and `POST /import/access_logs`: check-ins and door events, one table
+//! with one legacy id space per kind. Granted check-ins add to their member's visit figures.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use entity::{
+    attendance,
+    states::{AttendanceKind, AttendanceStatus},
+};
+use sea_orm::{ActiveValue::Set, ConnectionTrait, DatabaseConnection, DbErr, Statement};
+use uuid::Uuid;
+
+use super::{
+    batch::{Batch, default_facility, field, finish, missing, run},
+    members::member_refs,
+    sql::{Legacy, add_counts, fresh_rows, insert_new, returned},
+};
+use crate::{
+    counters,
+    db::placeholders,
+    errors::{ApiError, FieldErrors},
+    openapi::{ImportAttendanceRow, ImportEntity, ImportResult},
+    records::{new_id, now},
+};
+
+/// Check-ins (`attendance`) and door events (`access_logs`).
+pub async fn attendance(
+    db: &DatabaseConnection,
+    gym_id: Uuid,
+    entity: ImportEntity,
+    rows: Vec<ImportAttendanceRow>,
+    dry_run: bool,
+) -> Result<ImportResult, ApiError> {
+    let kind = match entity {
+        ImportEntity::AccessLogs => AttendanceKind::Access,
+        _ => AttendanceKind::CheckIn,
+    };
+    let batch = Batch { gym_id, entity, received: rows.len(), dry_run };
+    let validate = || async {
+        use attendance::{Column as C, Entity};
+        let mut errors = FieldErrors::new();
+        let table = Legacy {
+            gym: C::GymId,
+            legacy: C::LegacyId,
+            id: C::Id,
+            extra: C::Id,
+            scope: Some((C::Kind, kind.as_str())),
+        };
+        let fresh = fresh_rows::<Entity, _>(db, table, gym_id, &rows, |r| r.legacy_id.as_str(), &mut errors).await?;
+        let members = member_refs(
+            db,
+            gym_id,
+            fresh.iter().filter_map(|(_, r)| r.member_legacy_id.value().map(String::as_str)).collect(),
+        )
+        .await?;
+        let unattributed = fresh.iter().any(|(_, r)| r.member_legacy_id.value().is_none());
+        let fallback = if unattributed { Some(default_facility(db, gym_id).await?) } else { None };
+        let at = now();
+        let mut models = Vec::with_capacity(fresh.len());
+        for (i, r) in fresh {
+            let (member_id, facility_id) = match (r.member_legacy_id.value(), fallback) {
+                (Some(legacy), _) => match members.get(legacy) {
+                    Some((id, facility)) => (Some(*id), *facility),
+                    None => {
+                        errors.add(field(i, "member_legacy_id"), missing("member", legacy));
+                        continue;
+                    }
+                },
+                (None, Some(facility)) => (None, facility),
+                (None, None) => continue,
+            };
+            models.push(attendance::ActiveModel {
+                id: Set(new_id()),
+                gym_id: Set(gym_id),
+                facility_id: Set(facility_id),
+                member_id: Set(member_id),
+                kind: Set(kind),
+                status: Set(r.status.map_or(AttendanceStatus::Granted, Into::into)),
+                occurred_at: Set(r.occurred_at),
+                legacy_id: Set(Some(r.legacy_id.clone())),
+                created_at: Set(at),
+                updated_at: Set(at),
+            });
+        }
+        errors.into_result()?;
+        let fresh = models.len();
+        Ok(((models, at), fresh))
+    };
+    let write = |txn: sea_orm::DatabaseTransaction, (models, at): (Vec<attendance::ActiveModel>, DateTime<Utc>)| async move {
+        use attendance::Column as C;
+        let returning = [C::MemberId, C::Kind, C::Status, C::OccurredAt];
+        let created = insert_new(&txn, models, [C::GymId, C::Kind, C::LegacyId], returning).await?;
+        add_counts(&txn, gym_id, counters::ATTENDANCE_ROWS, &returned::<String>(&created, "status")?).await?;
+        add_visits(&txn, gym_id, &created, at).await?;
+        finish(txn, batch, created.len(), at).await
+    };
+    run(db, batch, validate, write).await
+}
+
+/// A member's `visits_count` and `last_visit_at` follow their granted check-ins: one
+/// `UPDATE ... FROM (VALUES ...)` for the members of a batch, adding to the stored figures (so
+/// concurrent batches add up).
+async fn add_visits(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    created: &[sea_orm::QueryResult],
+    at: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let mut visits: HashMap<Uuid, (i64, DateTime<Utc>)> = HashMap::new();
+    for row in created {
+        let kind: AttendanceKind = row.try_get("", "kind")?;
+        let status: AttendanceStatus = row.try_get("", "status")?;
+        let member_id: Option<Uuid> = row.try_get("", "member_id")?;
+        let occurred_at: DateTime<Utc> = row.try_get("", "occurred_at")?;
+        let (Some(member_id), AttendanceKind::CheckIn, AttendanceStatus::Granted) = (member_id, kind, status) else {
+            continue;
+        };
+        let v = visits.entry(member_id).or_insert((0, occurred_at));
+        v.0 += 1;
+        v.1 = v.1.max(occurred_at);
+    }
+    if visits.is_empty() {
+        return Ok(());
+    }
+    let backend = db.get_database_backend();
+    // In the order of the text: `updated_at`, the rows, the gym.
+    let mut values: Vec<sea_orm::Value> = vec![at.into()];
+    let mut rows = Vec::with_capacity(visits.len());
+    for (id, (n, latest)) in visits {
+        rows.push("(?, ?, ?)");
+        values.extend([id.into(), n.into(), latest.into()]);
+    }
+    let sql = placeholders(
+        backend,
+        &format!(
+            "UPDATE members SET visits_count = members.visits_count + v.column2, \
+             last_visit_at = CASE WHEN members.last_visit_at IS NULL OR members.last_visit_at < v.column3 \
+             THEN v.column3 ELSE members.last_visit_at END, updated_at = ? \
+             FROM (VALUES {}) AS v WHERE members.gym_id = ? AND members.id = v.column1",
+            rows.join(", ")
+        ),
+    );
+    values.push(gym_id.into());
+    db.execute(Statement::from_sql_and_values(backend, sql, values)).await?;
+    Ok(())
+}

@@ -1,0 +1,161 @@
+//! The rules of a batch, whatever its kind: validated whole before anything is written, written in
+//! one transaction, run again when a concurrent writer took one of its unique values meanwhile,
+//! and counted for `GET /import/status` and the `import.completed` event.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use sea_orm::{ActiveModelTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, TransactionTrait};
+use uuid::Uuid;
+
+use super::sql::{add_counts, insert_new, record_batch, returned};
+use crate::{
+    accounts,
+    counters::Counted,
+    db::is_unique_violation,
+    errors::{ApiError, FieldErrors},
+    openapi::{ImportEntity, ImportResult, ImportResultObject},
+    webhooks::{self, EventType},
+};
+
+/// A batch as it arrived: whose, of what kind, how many rows, and whether it only asks what it
+/// would do.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Batch {
+    pub gym_id: Uuid,
+    pub entity: ImportEntity,
+    pub received: usize,
+    pub dry_run: bool,
+}
+
+/// What a batch did (or, dry, would do).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Tally {
+    pub received: i64,
+    pub created: i64,
+}
+
+impl Tally {
+    pub(super) fn result(self, entity: ImportEntity, dry_run: bool) -> ImportResult {
+        ImportResult {
+            object: ImportResultObject::ImportResult,
+            entity,
+            dry_run,
+            received: self.received,
+            created: self.created,
+            skipped: self.received - self.created,
+        }
+    }
+}
+
+pub(super) fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The field of row `i`, as the 422 body names it (`rows.12.email`).
+pub(super) fn field(i: usize, name: &str) -> String {
+    format!("rows.{i}.{name}")
+}
+
+/// Flags a `legacy_id` that appears twice in one batch (on the later row).
+pub(super) fn check_batch_ids<'a>(ids: impl Iterator<Item = &'a str>, errors: &mut FieldErrors) {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for (i, id) in ids.enumerate() {
+        if let Some(first) = seen.insert(id, i) {
+            errors.add(
+                field(i, "legacy_id"),
+                format!("The legacy_id appears more than once in this batch (row {first})."),
+            );
+        }
+    }
+}
+
+pub(super) fn missing(kind: &str, legacy_id: &str) -> String {
+    format!("No {kind} with legacy_id \"{legacy_id}\" has been imported.")
+}
+
+/// The facility imported members and unattributed entries go to: the gym's oldest.
+pub(super) async fn default_facility(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<Uuid, ApiError> {
+    Ok(accounts::first_facility(db, gym_id).await?.ok_or_else(no_facility)?.id)
+}
+
+pub(super) fn no_facility() -> ApiError {
+    ApiError::invalid("rows", "This gym has no facility to place the imported records in.")
+}
+
+/// How often a batch runs at most when concurrent writers keep taking its unique values.
+const RUNS: usize = 4;
+
+/// Runs a batch: `validate` reads and checks (no writes) and returns what to write, or the 422;
+/// `write` writes it in one transaction and returns the rows it created. A unique violation
+/// outside `(gym_id, legacy_id)` (a concurrent request wrote the same member, or took an email,
+/// meanwhile) runs the batch again: its validation then sees those rows, skipping the same member
+/// and reporting another member's email as a 422.
+pub(super) async fn run<P, V, W, FV, FW>(
+    db: &DatabaseConnection,
+    batch: Batch,
+    validate: V,
+    write: W,
+) -> Result<ImportResult, ApiError>
+where
+    V: Fn() -> FV,
+    FV: Future<Output = Result<(P, usize), ApiError>>,
+    W: Fn(sea_orm::DatabaseTransaction, P) -> FW,
+    FW: Future<Output = Result<usize, DbErr>>,
+{
+    let (received, entity) = (count(batch.received), batch.entity);
+    for attempt in 0..RUNS {
+        let (plan, fresh) = validate().await?;
+        if batch.dry_run {
+            return Ok(Tally { received, created: count(fresh) }.result(entity, true));
+        }
+        let txn = db.begin().await?;
+        match write(txn, plan).await {
+            Ok(created) => return Ok(Tally { received, created: count(created) }.result(entity, false)),
+            Err(e) if attempt + 1 < RUNS && is_unique_violation(&e) => continue,
+            Err(e) if is_unique_violation(&e) => {
+                return Err(ApiError::invalid(
+                    "rows",
+                    "Another request wrote a conflicting record meanwhile; resend the batch.",
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::invalid("rows", "Another request wrote a conflicting record meanwhile; resend the batch."))
+}
+
+/// Ends a batch's transaction: counters of `GET /import/status`, then commit.
+pub(super) async fn finish(
+    txn: sea_orm::DatabaseTransaction,
+    batch: Batch,
+    created: usize,
+    at: DateTime<Utc>,
+) -> Result<usize, DbErr> {
+    let Batch { gym_id, entity, received, .. } = batch;
+    let tally = Tally { received: count(received), created: count(created) };
+    record_batch(&txn, gym_id, entity, tally, at).await?;
+    let data = poem_openapi::types::ToJSON::to_json(&tally.result(entity, false)).unwrap_or_default();
+    webhooks::emit(&txn, gym_id, EventType::ImportCompleted, data).await?;
+    txn.commit().await?;
+    Ok(created)
+}
+
+/// The common write of a batch of one table: its new rows (one statement), its list's counters
+/// by the value of `label`, then [`finish`]. Returns how many rows it created.
+pub(super) async fn write_counted<A>(
+    txn: sea_orm::DatabaseTransaction,
+    batch: Batch,
+    models: Vec<A>,
+    conflict: impl IntoIterator<Item = <A::Entity as EntityTrait>::Column>,
+    (label, list): (<A::Entity as EntityTrait>::Column, Counted),
+    at: DateTime<Utc>,
+) -> Result<usize, DbErr>
+where
+    A: ActiveModelTrait + Send,
+{
+    use sea_orm::IdenStatic;
+    let created = insert_new(&txn, models, conflict, [label]).await?;
+    add_counts(&txn, batch.gym_id, list, &returned::<String>(&created, label.as_str())?).await?;
+    finish(txn, batch, created.len(), at).await
+}

@@ -1,0 +1,121 @@
+//! `POST /import/members`: members by legacy id, with their emails free in the gym and once in
+//! the batch. Rows and counters go through `crate::members`, as every member write does.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use entity::{member, states::MemberStatus};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr};
+use uuid::Uuid;
+
+use super::{
+    batch::{Batch, check_batch_ids, field, finish, no_facility, run},
+    sql::{Legacy, insert_new, lookup, returned},
+};
+use crate::{
+    accounts,
+    errors::{ApiError, FieldErrors},
+    members::{self, Change, NewMember, normalized_email},
+    openapi::{ImportEntity, ImportMemberRow, ImportResult},
+    records::now,
+};
+
+/// Member references of a batch: `legacy_id -> (id, facility_id)`.
+pub(super) async fn member_refs(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    ids: HashSet<&str>,
+) -> Result<HashMap<String, (Uuid, Uuid)>, DbErr> {
+    use member::Column as C;
+    let table = Legacy { gym: C::GymId, legacy: C::LegacyId, id: C::Id, extra: C::FacilityId, scope: None };
+    lookup::<member::Entity, Uuid>(db, table, gym_id, ids).await
+}
+
+pub async fn members(
+    db: &DatabaseConnection,
+    gym_id: Uuid,
+    rows: Vec<ImportMemberRow>,
+    dry_run: bool,
+) -> Result<ImportResult, ApiError> {
+    let batch = Batch { gym_id, entity: ImportEntity::Members, received: rows.len(), dry_run };
+    let validate = || async {
+        let mut errors = FieldErrors::new();
+        check_batch_ids(rows.iter().map(|r| r.legacy_id.as_str()), &mut errors);
+        // The three reads at once: which rows exist, which emails are taken, where members go.
+        let all_emails: Vec<String> =
+            rows.iter().filter_map(|r| r.email.value().map(|e| normalized_email(&e.0))).collect();
+        use member::Column as C;
+        let emails = Legacy { gym: C::GymId, legacy: C::EmailNormalized, id: C::Id, extra: C::LegacyId, scope: None };
+        let (existing, taken, facility) = tokio::try_join!(
+            member_refs(db, gym_id, rows.iter().map(|r| r.legacy_id.as_str()).collect()),
+            lookup::<member::Entity, Option<String>>(
+                db,
+                emails,
+                gym_id,
+                all_emails.iter().map(String::as_str).collect()
+            ),
+            accounts::first_facility(db, gym_id),
+        )?;
+        // The reads ran apart, so a concurrent batch may show in one and not the other: a row whose
+        // email belongs to the member of its own legacy id was imported meanwhile, and is skipped.
+        let imported_meanwhile = |r: &ImportMemberRow| {
+            r.email
+                .value()
+                .and_then(|e| taken.get(&normalized_email(&e.0)))
+                .is_some_and(|(_, owner)| owner.as_deref() == Some(r.legacy_id.as_str()))
+        };
+        let fresh: Vec<(usize, &ImportMemberRow)> = rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| !existing.contains_key(&r.legacy_id) && !imported_meanwhile(r))
+            .collect();
+        check_emails(&fresh, &taken, &mut errors);
+        errors.into_result()?;
+        let facility_id = match facility {
+            Some(f) => f.id,
+            None if fresh.is_empty() => Uuid::nil(),
+            None => return Err(no_facility()),
+        };
+        let at = now();
+        let models: Vec<member::ActiveModel> =
+            fresh.iter().map(|(_, r)| members::row(gym_id, new_member(r, facility_id), at)).collect();
+        let fresh = models.len();
+        Ok(((models, at), fresh))
+    };
+    let write = |txn: sea_orm::DatabaseTransaction, (models, at): (Vec<member::ActiveModel>, DateTime<Utc>)| async move {
+        use member::Column as C;
+        let created = insert_new(&txn, models, [C::GymId, C::LegacyId], [C::Status]).await?;
+        let statuses = returned::<MemberStatus>(&created, "status")?;
+        members::count(&txn, gym_id, Change::Added(statuses)).await?;
+        finish(txn, batch, created.len(), at).await
+    };
+    run(db, batch, validate, write).await
+}
+
+/// The emails of the new rows: free in the gym (`taken` holds those in use), and once in the batch.
+fn check_emails<T>(fresh: &[(usize, &ImportMemberRow)], taken: &HashMap<String, T>, errors: &mut FieldErrors) {
+    let mut in_batch: HashMap<String, usize> = HashMap::new();
+    for (i, email) in fresh.iter().filter_map(|(i, r)| r.email.value().map(|e| (*i, normalized_email(&e.0)))) {
+        if taken.contains_key(&email) {
+            errors.add(field(i, "email"), members::EMAIL_TAKEN);
+        } else if let Some(first) = in_batch.insert(email, i) {
+            errors.add(field(i, "email"), format!("The email appears more than once in this batch (row {first})."));
+        }
+    }
+}
+
+fn new_member(r: &ImportMemberRow, facility_id: Uuid) -> NewMember {
+    NewMember {
+        first_name: r.first_name.clone(),
+        last_name: r.last_name.clone(),
+        email: r.email.value().map(|e| e.0.clone()),
+        phone: r.phone.value().cloned(),
+        gender: r.gender.value().cloned(),
+        date_of_birth: r.date_of_birth.value().map(|d| d.0),
+        city: r.city.value().cloned(),
+        country: r.country.value().cloned(),
+        status: r.status.map_or(MemberStatus::Active, Into::into),
+        facility_id,
+        legacy_id: Some(r.legacy_id.clone()),
+    }
+}

@@ -1,0 +1,153 @@
+//! `POST /import/plans`: membership plans and subscription plans, which share one legacy id space:
+//! a plan's legacy id is unique across the two tables.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use entity::{membership_plan, states::PlanStatus, subscription_plan};
+use sea_orm::{ActiveValue::Set, ConnectionTrait, DatabaseConnection, DbErr};
+use uuid::Uuid;
+
+use super::{
+    batch::{Batch, check_batch_ids, field, finish, run},
+    sql::{Legacy, add_counts, insert_new, lookup, returned},
+};
+use crate::{
+    counters,
+    errors::{ApiError, FieldErrors},
+    openapi::{ImportEntity, ImportPlanRow, ImportResult, PlanKind},
+    records::{new_id, now},
+};
+
+type Plans = (Vec<membership_plan::ActiveModel>, Vec<subscription_plan::ActiveModel>, DateTime<Utc>);
+
+pub async fn plans(
+    db: &DatabaseConnection,
+    gym_id: Uuid,
+    rows: Vec<ImportPlanRow>,
+    dry_run: bool,
+) -> Result<ImportResult, ApiError> {
+    let batch = Batch { gym_id, entity: ImportEntity::Plans, received: rows.len(), dry_run };
+    let validate = || async {
+        let mut errors = FieldErrors::new();
+        check_batch_ids(rows.iter().map(|r| r.legacy_id.as_str()), &mut errors);
+        let existing = plan_refs(db, gym_id, rows.iter().map(|r| r.legacy_id.as_str()).collect()).await?;
+        let at = now();
+        let (mut memberships, mut subscriptions) = (Vec::new(), Vec::new());
+        for (i, r) in rows.iter().enumerate().filter(|(_, r)| !existing.contains_key(&r.legacy_id)) {
+            match r.kind {
+                PlanKind::Membership => memberships.extend(membership(gym_id, i, r, at, &mut errors)),
+                PlanKind::Subscription => subscriptions.extend(subscription(gym_id, i, r, at, &mut errors)),
+            }
+        }
+        errors.into_result()?;
+        let fresh = memberships.len() + subscriptions.len();
+        Ok(((memberships, subscriptions, at), fresh))
+    };
+    let write = |txn: sea_orm::DatabaseTransaction, (memberships, subscriptions, at): Plans| async move {
+        use membership_plan::Column as M;
+        use subscription_plan::Column as S;
+        let m = insert_new(&txn, memberships, [M::GymId, M::LegacyId], [M::Status]).await?;
+        let s = insert_new(&txn, subscriptions, [S::GymId, S::LegacyId], [S::Status]).await?;
+        add_counts(&txn, gym_id, counters::MEMBERSHIP_PLAN_ROWS, &returned::<String>(&m, "status")?).await?;
+        add_counts(&txn, gym_id, counters::SUBSCRIPTION_PLAN_ROWS, &returned::<String>(&s, "status")?).await?;
+        finish(txn, batch, m.len() + s.len(), at).await
+    };
+    run(db, batch, validate, write).await
+}
+
+/// Row `i` as a membership plan, with the problems of the fields only subscription plans have.
+fn membership(
+    gym_id: Uuid,
+    i: usize,
+    r: &ImportPlanRow,
+    at: DateTime<Utc>,
+    errors: &mut FieldErrors,
+) -> Option<membership_plan::ActiveModel> {
+    for (name, given) in [
+        ("billing_interval", r.billing_interval.is_some()),
+        ("billing_interval_count", r.billing_interval_count.is_some()),
+    ] {
+        if given {
+            errors.add(field(i, name), format!("The {name} is for subscription plans only."));
+        }
+    }
+    Some(membership_plan::ActiveModel {
+        id: Set(new_id()),
+        gym_id: Set(gym_id),
+        name: Set(r.name.clone()),
+        description: Set(r.description.value().cloned()),
+        price_amount: Set(r.price.amount),
+        currency: Set(r.price.currency.clone()),
+        duration_days: Set(r.duration_days.value().copied()),
+        visit_limit: Set(r.visit_limit.value().copied()),
+        status: Set(r.status.map_or(PlanStatus::Active, Into::into)),
+        legacy_id: Set(Some(r.legacy_id.clone())),
+        created_at: Set(at),
+        updated_at: Set(at),
+    })
+}
+
+/// Row `i` as a subscription plan, with the problems of the fields only membership plans have;
+/// `None` without its required billing interval.
+fn subscription(
+    gym_id: Uuid,
+    i: usize,
+    r: &ImportPlanRow,
+    at: DateTime<Utc>,
+    errors: &mut FieldErrors,
+) -> Option<subscription_plan::ActiveModel> {
+    for (name, given) in
+        [("duration_days", !r.duration_days.is_undefined()), ("visit_limit", !r.visit_limit.is_undefined())]
+    {
+        if given {
+            errors.add(field(i, name), format!("The {name} is for membership plans only."));
+        }
+    }
+    let Some(interval) = r.billing_interval else {
+        errors.add(field(i, "billing_interval"), "The billing_interval is required for subscription plans.");
+        return None;
+    };
+    Some(subscription_plan::ActiveModel {
+        id: Set(new_id()),
+        gym_id: Set(gym_id),
+        name: Set(r.name.clone()),
+        description: Set(r.description.value().cloned()),
+        price_amount: Set(r.price.amount),
+        currency: Set(r.price.currency.clone()),
+        billing_interval: Set(interval.into()),
+        billing_interval_count: Set(r.billing_interval_count.unwrap_or(1)),
+        status: Set(r.status.map_or(PlanStatus::Active, Into::into)),
+        legacy_id: Set(Some(r.legacy_id.clone())),
+        created_at: Set(at),
+        updated_at: Set(at),
+    })
+}
+
+/// `legacy_id -> (plan id, kind)` over both plan tables.
+pub(super) async fn plan_refs(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    ids: HashSet<&str>,
+) -> Result<HashMap<String, (Uuid, PlanKind)>, DbErr> {
+    use membership_plan::{Column as M, Entity as Memberships};
+    use subscription_plan::{Column as S, Entity as Subscriptions};
+    let (m, s) = tokio::try_join!(
+        lookup::<Memberships, String>(
+            db,
+            Legacy { gym: M::GymId, legacy: M::LegacyId, id: M::Id, extra: M::Status, scope: None },
+            gym_id,
+            ids.clone(),
+        ),
+        lookup::<Subscriptions, String>(
+            db,
+            Legacy { gym: S::GymId, legacy: S::LegacyId, id: S::Id, extra: S::Status, scope: None },
+            gym_id,
+            ids,
+        ),
+    )?;
+    let mut out: HashMap<String, (Uuid, PlanKind)> =
+        s.into_iter().map(|(l, (id, _))| (l, (id, PlanKind::Subscription))).collect();
+    out.extend(m.into_iter().map(|(l, (id, _))| (l, (id, PlanKind::Membership))));
+    Ok(out)
+}

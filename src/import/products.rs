@@ -1,0 +1,142 @@
+//! `POST /import/products` and `POST /import/purchases`: the shop's catalogue, and its sales,
+//! which may refer to a member and a product by legacy id.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use entity::{
+    product, purchase,
+    states::{PaymentStatus, ProductStatus},
+};
+use sea_orm::{ActiveValue::Set, ConnectionTrait, DatabaseConnection, DbErr};
+use uuid::Uuid;
+
+use super::{
+    batch::{Batch, check_batch_ids, field, missing, run, write_counted},
+    members::member_refs,
+    sql::{Legacy, fresh_rows, lookup},
+};
+use crate::{
+    counters,
+    errors::{ApiError, FieldErrors},
+    openapi::{ImportEntity, ImportProductRow, ImportPurchaseRow, ImportResult},
+    records::{new_id, now},
+};
+
+pub async fn products(
+    db: &DatabaseConnection,
+    gym_id: Uuid,
+    rows: Vec<ImportProductRow>,
+    dry_run: bool,
+) -> Result<ImportResult, ApiError> {
+    let batch = Batch { gym_id, entity: ImportEntity::Products, received: rows.len(), dry_run };
+    let validate = || async {
+        let mut errors = FieldErrors::new();
+        check_batch_ids(rows.iter().map(|r| r.legacy_id.as_str()), &mut errors);
+        errors.into_result()?;
+        let existing = product_refs(db, gym_id, rows.iter().map(|r| r.legacy_id.as_str()).collect()).await?;
+        let at = now();
+        let models: Vec<product::ActiveModel> = rows
+            .iter()
+            .filter(|r| !existing.contains_key(&r.legacy_id))
+            .map(|r| product::ActiveModel {
+                id: Set(new_id()),
+                gym_id: Set(gym_id),
+                name: Set(r.name.clone()),
+                description: Set(r.description.value().cloned()),
+                sku: Set(r.sku.value().cloned()),
+                price_amount: Set(r.price.amount),
+                currency: Set(r.price.currency.clone()),
+                status: Set(r.status.map_or(ProductStatus::Active, Into::into)),
+                legacy_id: Set(Some(r.legacy_id.clone())),
+                created_at: Set(at),
+                updated_at: Set(at),
+            })
+            .collect();
+        let fresh = models.len();
+        Ok(((models, at), fresh))
+    };
+    let write = |txn, (models, at): (Vec<product::ActiveModel>, DateTime<Utc>)| {
+        use product::Column as C;
+        write_counted(txn, batch, models, [C::GymId, C::LegacyId], (C::Status, counters::PRODUCT_ROWS), at)
+    };
+    run(db, batch, validate, write).await
+}
+
+async fn product_refs(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    ids: HashSet<&str>,
+) -> Result<HashMap<String, (Uuid, String)>, DbErr> {
+    use product::Column as C;
+    let table = Legacy { gym: C::GymId, legacy: C::LegacyId, id: C::Id, extra: C::Status, scope: None };
+    lookup::<product::Entity, String>(db, table, gym_id, ids).await
+}
+
+pub async fn purchases(
+    db: &DatabaseConnection,
+    gym_id: Uuid,
+    rows: Vec<ImportPurchaseRow>,
+    dry_run: bool,
+) -> Result<ImportResult, ApiError> {
+    let batch = Batch { gym_id, entity: ImportEntity::Purchases, received: rows.len(), dry_run };
+    let validate = || async {
+        use purchase::{Column as C, Entity};
+        let mut errors = FieldErrors::new();
+        let table = Legacy { gym: C::GymId, legacy: C::LegacyId, id: C::Id, extra: C::Id, scope: None };
+        let fresh = fresh_rows::<Entity, _>(db, table, gym_id, &rows, |r| r.legacy_id.as_str(), &mut errors).await?;
+        let (members, products) = tokio::try_join!(
+            member_refs(
+                db,
+                gym_id,
+                fresh.iter().filter_map(|(_, r)| r.member_legacy_id.value().map(String::as_str)).collect()
+            ),
+            product_refs(
+                db,
+                gym_id,
+                fresh.iter().filter_map(|(_, r)| r.product_legacy_id.value().map(String::as_str)).collect()
+            ),
+        )?;
+        // A reference given must name a row imported earlier; none given is none.
+        let mut resolve = |i: usize, name: &str, kind: &str, legacy: Option<&String>, found: Option<Uuid>| match legacy
+        {
+            Some(legacy) if found.is_none() => {
+                errors.add(field(i, name), missing(kind, legacy));
+                None
+            }
+            _ => found,
+        };
+        let at = now();
+        let mut models = Vec::with_capacity(fresh.len());
+        for (i, r) in fresh {
+            let (member, product) = (r.member_legacy_id.value(), r.product_legacy_id.value());
+            let member_id =
+                resolve(i, "member_legacy_id", "member", member, member.and_then(|l| members.get(l)).map(|m| m.0));
+            let product_id =
+                resolve(i, "product_legacy_id", "product", product, product.and_then(|l| products.get(l)).map(|p| p.0));
+            models.push(purchase::ActiveModel {
+                id: Set(new_id()),
+                gym_id: Set(gym_id),
+                member_id: Set(member_id),
+                product_id: Set(product_id),
+                description: Set(r.description.clone()),
+                quantity: Set(r.quantity.unwrap_or(1)),
+                total_amount: Set(r.total.amount),
+                currency: Set(r.total.currency.clone()),
+                payment_status: Set(PaymentStatus::from(r.payment_status)),
+                purchased_at: Set(r.purchased_at),
+                legacy_id: Set(Some(r.legacy_id.clone())),
+                created_at: Set(at),
+                updated_at: Set(at),
+            });
+        }
+        errors.into_result()?;
+        let fresh = models.len();
+        Ok(((models, at), fresh))
+    };
+    let write = |txn, (models, at): (Vec<purchase::ActiveModel>, DateTime<Utc>)| {
+        use purchase::Column as C;
+        write_counted(txn, batch, models, [C::GymId, C::LegacyId], (C::PaymentStatus, counters::PURCHASE_ROWS), at)
+    };
+    run(db, batch, validate, write).await
+}

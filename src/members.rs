@@ -1,0 +1,303 @@
+//! What every write of a member must do, whoever writes it (the API, the importer, the demo):
+//!
+//! - the row carries its derived fields: `search_text` (what `search` matches) and
+//!   `email_normalized` (what keeps an email unique per gym, whatever its case), built here only;
+//! - the gym's member counters change in the write's own transaction, and the members' version is
+//!   bumped whenever the rows a search or a status filter matches may have changed ([`count`], the
+//!   one function that writes them; see `counters`);
+//! - a change through the API is announced to webhooks in the same transaction ([`announce`]).
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use entity::{member, states::MemberStatus};
+use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+use uuid::Uuid;
+
+use crate::{
+    counters::{self, MEMBER_ROWS},
+    errors::{ApiError, FieldErrors},
+    openapi::{Member, MemberObject},
+    records::new_id,
+    types::Date,
+    webhooks::{self, EventType},
+};
+
+/// What `search` matches: `"first last\nemail"`, lowercased here (Unicode, identical on every
+/// backend; SQLite's own `lower()` only knows ASCII). The newline keeps a term from spanning the
+/// name and the email.
+pub fn search_text(first_name: &str, last_name: &str, email: Option<&str>) -> String {
+    format!("{first_name} {last_name}\n{}", email.unwrap_or_default()).to_lowercase()
+}
+
+/// The form of an email that is unique per gym.
+pub fn normalized_email(email: &str) -> String {
+    email.to_lowercase()
+}
+
+/// A new member's own fields.
+#[derive(Clone, Debug)]
+pub struct NewMember {
+    pub first_name: String,
+    pub last_name: String,
+    pub email: Option<String>,
+    pub phone: Option<String>,
+    pub gender: Option<String>,
+    pub date_of_birth: Option<NaiveDate>,
+    pub city: Option<String>,
+    pub country: Option<String>,
+    pub status: MemberStatus,
+    pub facility_id: Uuid,
+    pub legacy_id: Option<String>,
+}
+
+/// The row of a new member of `gym_id`, created at `at`, with its derived fields.
+pub fn row(gym_id: Uuid, m: NewMember, at: DateTime<Utc>) -> member::ActiveModel {
+    member::ActiveModel {
+        id: Set(new_id()),
+        gym_id: Set(gym_id),
+        facility_id: Set(m.facility_id),
+        search_text: Set(search_text(&m.first_name, &m.last_name, m.email.as_deref())),
+        email_normalized: Set(m.email.as_deref().map(normalized_email)),
+        first_name: Set(m.first_name),
+        last_name: Set(m.last_name),
+        email: Set(m.email),
+        phone: Set(m.phone),
+        gender: Set(m.gender),
+        date_of_birth: Set(m.date_of_birth),
+        city: Set(m.city),
+        country: Set(m.country),
+        status: Set(m.status),
+        legacy_id: Set(m.legacy_id),
+        visits_count: Set(0),
+        last_visit_at: Set(None),
+        created_at: Set(at),
+        updated_at: Set(at),
+    }
+}
+
+/// A change of a member: `None` leaves a field as it is; `Some(None)` clears an optional one.
+#[derive(Clone, Debug, Default)]
+pub struct Edit {
+    pub first_name: Option<String>,
+    pub last_name: Option<String>,
+    pub email: Option<Option<String>>,
+    pub phone: Option<Option<String>>,
+    pub gender: Option<Option<String>>,
+    pub date_of_birth: Option<Option<NaiveDate>>,
+    pub city: Option<Option<String>>,
+    pub country: Option<Option<String>>,
+    pub status: Option<MemberStatus>,
+    pub facility_id: Option<Uuid>,
+}
+
+/// A member changed by [`edit`], ready to be saved, and what [`count`] needs to know of it.
+pub struct Edited {
+    pub model: member::ActiveModel,
+    pub change: Change,
+}
+
+/// `current` with `e` applied at `at`; the derived fields follow the fields they derive from.
+pub fn edit(current: member::Model, e: Edit, at: DateTime<Utc>) -> Edited {
+    let email_after = match &e.email {
+        Some(email) => email.as_deref(),
+        None => current.email.as_deref(),
+    };
+    let text = search_text(
+        e.first_name.as_deref().unwrap_or(&current.first_name),
+        e.last_name.as_deref().unwrap_or(&current.last_name),
+        email_after,
+    );
+    let text_changed = text != current.search_text;
+    let before = current.status;
+    let after = e.status.unwrap_or(before);
+    let mut m: member::ActiveModel = current.into();
+    if text_changed {
+        m.search_text = Set(text);
+    }
+    if let Some(v) = e.first_name {
+        m.first_name = Set(v);
+    }
+    if let Some(v) = e.last_name {
+        m.last_name = Set(v);
+    }
+    if let Some(v) = e.facility_id {
+        m.facility_id = Set(v);
+    }
+    if let Some(v) = e.status {
+        m.status = Set(v);
+    }
+    if let Some(email) = e.email {
+        m.email_normalized = Set(email.as_deref().map(normalized_email));
+        m.email = Set(email);
+    }
+    let optional =
+        [(&mut m.phone, e.phone), (&mut m.gender, e.gender), (&mut m.city, e.city), (&mut m.country, e.country)];
+    for (field, value) in optional {
+        if let Some(v) = value {
+            *field = Set(v);
+        }
+    }
+    if let Some(v) = e.date_of_birth {
+        m.date_of_birth = Set(v);
+    }
+    m.updated_at = Set(at);
+    Edited { model: m, change: Change::Updated { before, after, text_changed } }
+}
+
+/// What a write did to a gym's members, as far as their counters and version are concerned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Members were added, with these statuses.
+    Added(Vec<MemberStatus>),
+    /// One member changed: its status from `before` to `after`, and whether what `search` matches
+    /// of it changed.
+    Updated { before: MemberStatus, after: MemberStatus, text_changed: bool },
+}
+
+/// Brings the gym's member counters up to date with `change`, in the transaction `db` of the write:
+/// the rows per status, and the members' version whenever what a search or a status filter
+/// matches may have changed. Every writer of members calls this; nothing else writes them (a bulk
+/// rebuild is `counters::recount`).
+pub async fn count(db: &impl ConnectionTrait, gym_id: Uuid, change: Change) -> Result<(), DbErr> {
+    let mut deltas: Vec<(String, i64)> = Vec::new();
+    let bump = match change {
+        Change::Added(statuses) => {
+            let mut by_status: HashMap<MemberStatus, i64> = HashMap::new();
+            for s in &statuses {
+                *by_status.entry(*s).or_default() += 1;
+            }
+            deltas.push((MEMBER_ROWS.name(None), i64::try_from(statuses.len()).unwrap_or(i64::MAX)));
+            deltas.extend(by_status.into_iter().map(|(s, n)| (MEMBER_ROWS.name(Some(s.as_str())), n)));
+            !statuses.is_empty()
+        }
+        Change::Updated { before, after, text_changed } => {
+            if before != after {
+                deltas.push((MEMBER_ROWS.name(Some(before.as_str())), -1));
+                deltas.push((MEMBER_ROWS.name(Some(after.as_str())), 1));
+            }
+            text_changed || before != after
+        }
+    };
+    if bump {
+        deltas.extend(MEMBER_ROWS.written());
+    }
+    counters::add_many(db, gym_id, &deltas).await
+}
+
+/// A member as the API returns it.
+pub fn record(m: member::Model) -> Member {
+    Member {
+        object: MemberObject::Member,
+        id: m.id,
+        first_name: m.first_name,
+        last_name: m.last_name,
+        email: m.email.into(),
+        phone: m.phone.into(),
+        gender: m.gender.into(),
+        date_of_birth: m.date_of_birth.map(Date).into(),
+        city: m.city.into(),
+        country: m.country.into(),
+        status: m.status.into(),
+        facility_id: m.facility_id,
+        legacy_id: m.legacy_id.into(),
+        visits_count: m.visits_count,
+        last_visit_at: m.last_visit_at.into(),
+        created_at: m.created_at,
+        updated_at: m.updated_at,
+    }
+}
+
+/// Queues the webhook event of a member written through the API, in its transaction; whether a
+/// delivery was queued (the dispatcher is woken after the commit).
+pub async fn announce(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType, m: &Member) -> Result<bool, DbErr> {
+    let data = poem_openapi::types::ToJSON::to_json(m).unwrap_or_default();
+    webhooks::emit(db, gym_id, event, data).await
+}
+
+/// The rules of a member the schema cannot state: the email is free within the gym (`member_id`,
+/// the member being changed, may hold it), the facility is the gym's.
+pub async fn check(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    member_id: Option<Uuid>,
+    email: Option<&str>,
+    facility_id: Option<Uuid>,
+) -> Result<(), ApiError> {
+    let mut errors = FieldErrors::new();
+    if let Some(email) = email {
+        let mut q = member::Entity::find()
+            .filter(member::Column::GymId.eq(gym_id))
+            .filter(member::Column::EmailNormalized.eq(normalized_email(email)));
+        if let Some(id) = member_id {
+            q = q.filter(member::Column::Id.ne(id));
+        }
+        if q.one(db).await?.is_some() {
+            errors.add("email", EMAIL_TAKEN);
+        }
+    }
+    if let Some(fid) = facility_id {
+        let found = entity::facility::Entity::find_by_id(fid)
+            .filter(entity::facility::Column::GymId.eq(gym_id))
+            .one(db)
+            .await?;
+        if found.is_none() {
+            errors.add("facility_id", "The selected facility_id is not a facility of this gym.");
+        }
+    }
+    errors.into_result()
+}
+
+/// The 422 message of an email another member of the gym holds.
+pub const EMAIL_TAKEN: &str = "The email has already been taken.";
+
+/// A unique violation on the gym's emails (a concurrent write took the email) as the 422 of
+/// [`check`].
+pub fn email_taken(err: DbErr) -> ApiError {
+    if crate::db::is_unique_violation(&err) { ApiError::invalid("email", EMAIL_TAKEN) } else { err.into() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(status: MemberStatus) -> member::Model {
+        let at = Utc::now();
+        member::Model {
+            id: Uuid::nil(),
+            gym_id: Uuid::nil(),
+            facility_id: Uuid::nil(),
+            first_name: "Ada".into(),
+            last_name: "Lovelace".into(),
+            email: Some("Ada@Example.com".into()),
+            email_normalized: Some("ada@example.com".into()),
+            phone: Some("1".into()),
+            gender: None,
+            date_of_birth: None,
+            city: None,
+            country: None,
+            status,
+            legacy_id: None,
+            visits_count: 0,
+            search_text: search_text("Ada", "Lovelace", Some("Ada@Example.com")),
+            last_visit_at: None,
+            created_at: at,
+            updated_at: at,
+        }
+    }
+
+    #[test]
+    fn derived_fields_follow_the_fields_they_derive_from() {
+        let edited = edit(stored(MemberStatus::Active), Edit { email: Some(None), ..Edit::default() }, Utc::now());
+        assert_eq!(edited.model.search_text, Set("ada lovelace\n".to_string()));
+        assert_eq!(edited.model.email_normalized, Set(None));
+        assert_eq!(
+            edited.change,
+            Change::Updated { before: MemberStatus::Active, after: MemberStatus::Active, text_changed: true }
+        );
+        let phone = Edit { phone: Some(None), city: Some(Some("London".into())), ..Edit::default() };
+        let edited = edit(stored(MemberStatus::Active), phone, Utc::now());
+        assert_eq!((edited.model.phone, edited.model.city), (Set(None), Set(Some("London".into()))));
+        assert!(matches!(edited.change, Change::Updated { text_changed: false, .. }));
+    }
+}
