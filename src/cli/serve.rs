@@ -1,0 +1,41 @@
+//! `gymapi serve`, `migrate`, `demo` and `worker`: running the service and what it needs.
+
+use super::{Failure, key_cache, open, print};
+use crate::{config::Config, db, demo, state::AppState};
+
+pub(super) async fn migrate(config: &Config) -> Result<(), Failure> {
+    open(config).await?;
+    eprintln!("migrations applied ({})", db::redact(&config.database_url));
+    Ok(())
+}
+
+/// Serves until SIGINT or SIGTERM, after pending migrations; with `demo`, creates the demo gym
+/// (once) and prints its fresh keys first.
+pub(super) async fn serve(config: Config, demo: bool) -> Result<(), Failure> {
+    let db = open(&config).await?;
+    let state = AppState::new(db, config).await?;
+    if demo {
+        let keys = demo::ensure(&state.db, &*state.store).await?;
+        println!("{}", keys.banner(&format!("http://{}", state.config.bind)));
+    }
+    state.start_background()?;
+    crate::server::serve(state).await?;
+    Ok(())
+}
+
+/// Sends webhook deliveries until SIGINT or SIGTERM (beside servers that leave it to workers).
+pub(super) async fn worker(config: &Config) -> Result<(), Failure> {
+    let db = open(config).await?;
+    let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+    let dispatcher = crate::webhooks::dispatch::Dispatcher::new(db, config, wake)?;
+    tracing::info!("gymapi worker: sending webhook deliveries");
+    dispatcher.run(crate::server::shutdown_signal()).await;
+    Ok(())
+}
+
+pub(super) async fn demo(config: &Config, json: bool) -> Result<(), Failure> {
+    let db = open(config).await?;
+    let keys = demo::ensure(&db, &*key_cache(config).await).await?;
+    print(json, keys.to_json(), || keys.banner(&format!("http://{}", config.bind)));
+    Ok(())
+}
