@@ -1,0 +1,181 @@
+//! The shapes the generator supports, and the errors it gives for what it does not.
+
+use super::generate;
+
+/// A document with `schemas` under `components.schemas` and `paths` as they are given (YAML).
+fn document(schemas: &str, paths: &str) -> String {
+    let indent = |text: &str, by: usize| text.lines().map(|l| format!("{}{l}\n", " ".repeat(by))).collect::<String>();
+    format!(
+        "openapi: 3.0.3\ninfo: {{title: t, version: '1'}}\npaths:\n{}components:\n  schemas:\n{}",
+        indent(paths, 2),
+        indent(schemas, 4)
+    )
+}
+
+const THING: &str = "
+Thing:
+  type: object
+  required: [id, name, note]
+  properties:
+    id: {type: string, format: uuid}
+    name: {type: string, description: What it is called.}
+    note: {type: string, nullable: true}
+    count: {type: integer, format: int64}
+    maybe: {type: string, format: date, nullable: true}
+    colour: {type: string, enum: [deep_red, blue]}
+";
+
+const GET_THING: &str = "
+/things/{id}:
+  get:
+    operationId: getThing
+    tags: [Things]
+    parameters:
+      - {name: id, in: path, required: true, schema: {type: string}}
+      - {name: per_page, in: query, schema: {type: integer, format: int64, default: 25}}
+    responses:
+      '200':
+        description: The thing.
+        content: {application/json: {schema: {$ref: '#/components/schemas/Thing'}}}
+";
+
+fn generated(schemas: &str, paths: &str) -> String {
+    generate(&document(schemas, paths)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn refused(schemas: &str, paths: &str) -> String {
+    match generate(&document(schemas, paths)) {
+        Ok(_) => panic!("generated code for a document it should refuse"),
+        Err(e) => e,
+    }
+}
+
+/// Folds the generator's formatting so a test can look for a declaration on one line.
+fn flat(code: &str) -> String {
+    code.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn an_object_schema_is_a_struct_whose_fields_say_required_and_nullable() {
+    let code = flat(&generated(THING, GET_THING));
+    assert!(code.contains("pub struct Thing {"), "{code}");
+    for field in [
+        "pub id: uuid::Uuid",
+        "pub name: String",
+        "pub note: Nullable<String>",
+        "pub count: Option<i64>",
+        "pub maybe: MaybeUndefined<Date>",
+        "pub colour: Option<ThingColour>",
+    ] {
+        assert!(code.contains(field), "no `{field}` in {code}");
+    }
+    assert!(code.contains("///What it is called. #[oai(rename = \"name\")]"), "{code}");
+}
+
+#[test]
+fn an_inline_string_enum_is_named_after_its_schema_and_property() {
+    let code = flat(&generated(THING, GET_THING));
+    assert!(code.contains("pub enum ThingColour {"), "{code}");
+    assert!(code.contains("#[oai(rename = \"deep_red\")] #[serde(rename = \"deep_red\")] DeepRed"), "{code}");
+    assert!(code.contains("Self::DeepRed => \"deep_red\""), "{code}");
+    assert!(code.contains("pub const ALL: &'static [Self] = &[Self::DeepRed, Self::Blue];"), "{code}");
+}
+
+#[test]
+fn an_operation_is_a_params_struct_a_response_enum_a_trait_method_and_a_route() {
+    let code = flat(&generated(THING, GET_THING));
+    assert!(code.contains("pub struct GetThingParams { pub id: String, pub per_page: i64, }"), "{code}");
+    assert!(code.contains("fn default_get_thing_per_page() -> i64 { 25 }"), "{code}");
+    assert!(code.contains("pub enum GetThingResponse {"), "{code}");
+    assert!(code.contains("#[oai(status = 200u16)] Ok(crate::types::wire::Json<Thing>)"), "{code}");
+    assert!(code.contains("pub trait ThingsApi: Send + Sync + 'static {"), "{code}");
+    assert!(code.contains("fn get_thing( &self, ctx: &RequestContext, params: GetThingParams, )"), "{code}");
+    assert!(code.contains("path = \"/things/:id\", method = \"get\", operation_id = \"getThing\""), "{code}");
+    assert!(code.contains("impl<H: ThingsApi> Api<H> {"), "{code}");
+    // No 422 documented: no handler turns poem-openapi's parse failures into one.
+    assert!(!code.contains("bad_request"), "{code}");
+}
+
+#[test]
+fn a_documented_422_turns_parse_failures_into_it() {
+    let paths = "
+/things:
+  post:
+    operationId: createThing
+    tags: [Things]
+    requestBody:
+      required: true
+      content: {application/json: {schema: {$ref: '#/components/schemas/Thing'}}}
+    responses:
+      '201':
+        description: Created.
+        content: {application/json: {schema: {$ref: '#/components/schemas/Thing'}}}
+      '422':
+        description: Invalid.
+        content: {application/json: {schema: {$ref: '#/components/schemas/Thing'}}}
+";
+    let code = flat(&generated(THING, paths));
+    assert!(code.contains("pub struct CreateThingParams { pub body: Thing, }"), "{code}");
+    assert!(code.contains("body: crate::types::body::Body<Thing>"), "{code}");
+    assert!(code.contains("#[oai(bad_request_handler = \"CreateThingResponse::bad_request\")]"), "{code}");
+}
+
+#[test]
+fn what_it_cannot_generate_is_refused_at_its_spot() {
+    let op = |responses: &str| {
+        format!(
+            "/things:\n  get:\n    operationId: listThings\n    tags: [Things]\n    responses:\n{}",
+            responses.lines().map(|l| format!("      {l}\n")).collect::<String>()
+        )
+    };
+    let ok = "'200':\n  description: ok\n  content: {application/json: {schema: {$ref: '#/components/schemas/Thing'}}}";
+    let cases = [
+        (
+            format!("{THING}Alias: {{$ref: '#/components/schemas/Thing'}}"),
+            op(ok),
+            "#/components/schemas/Alias: a schema alias ($ref) is not supported",
+        ),
+        (
+            format!("{THING}Odd:\n  type: object\n  properties:\n    n: {{type: integer}}"),
+            op(ok),
+            "#/components/schemas/Odd/properties/n: integers need `format: int32` or `format: int64`",
+        ),
+        (
+            format!("{THING}Either:\n  oneOf: [{{type: string}}, {{type: boolean}}]"),
+            op(ok),
+            "#/components/schemas/Either: only object and string-enum schemas may be named components",
+        ),
+        (
+            THING.to_string(),
+            op("'2XX':\n  description: ok"),
+            "paths./things.get.responses: status ranges are not supported",
+        ),
+        (
+            THING.to_string(),
+            op(&format!("{ok}\ndefault:\n  description: any")),
+            "paths./things.get.responses.default is not supported",
+        ),
+        (
+            THING.to_string(),
+            op(
+                "'418':\n  description: tea\n  content: {application/json: {schema: {$ref: '#/components/schemas/Thing'}}}",
+            ),
+            "paths./things.get.responses.418: status 418 has no variant name",
+        ),
+        (
+            THING.to_string(),
+            "/things:\n  get:\n    operationId: listThings\n    responses: {}\n".to_string(),
+            "paths./things.get: every operation needs exactly one tag",
+        ),
+    ];
+    for (schemas, paths, expected) in cases {
+        let error = refused(&schemas, &paths);
+        assert!(error.contains(expected), "expected {expected:?}, got {error:?}");
+    }
+}
+
+#[test]
+fn a_document_that_is_not_openapi_is_refused() {
+    let error = generate("openapi: 3.0.3\npaths: 7\n").map(|_| ()).unwrap_err();
+    assert!(error.starts_with("not a valid OpenAPI 3.0 document"), "{error}");
+}
