@@ -5,7 +5,10 @@ use chrono_tz::Tz;
 use entity::attendance;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
-use super::{Handlers, Listing, links, list_page, meta};
+use super::{
+    Handlers,
+    list::{Envelope, list_page, listing},
+};
 use crate::openapi::*;
 use crate::types::wire::Json;
 use crate::{
@@ -13,7 +16,6 @@ use crate::{
     counters,
     errors::{ApiError, FieldErrors},
     pagination::Page,
-    records::rfc3339,
 };
 
 fn entry(m: attendance::Model) -> AttendanceEntry {
@@ -80,7 +82,6 @@ async fn list(h: &Handlers, ctx: &RequestContext, p: ListAttendanceParams) -> Re
     page.filter("status", p.status.map(|s| s.as_str().to_string()));
     page.filter("from", p.from.clone());
     page.filter("to", p.to.clone());
-    page.filter("updated_since", p.updated_since.map(rfc3339));
     let mut select = Entity::find();
     if let Some(id) = p.member_id {
         select = select.filter(Column::MemberId.eq(id));
@@ -96,18 +97,11 @@ async fn list(h: &Handlers, ctx: &RequestContext, p: ListAttendanceParams) -> Re
         Some(Ok((t, false))) => select = select.filter(Column::OccurredAt.lte(t)),
         _ => {}
     }
-    let listing = Listing {
-        gym: Column::GymId,
-        created: Column::CreatedAt,
-        updated: Column::UpdatedAt,
-        order: Column::OccurredAt,
-        id: Column::Id,
-        counted: Some(counters::ATTENDANCE_ROWS),
-    };
+    let listing = listing!(attendance, OccurredAt, Some(counters::ATTENDANCE_ROWS));
     // The counters know totals per status, not per member or period.
     let counted = (p.member_id.is_none() && from.is_none() && to.is_none()).then(|| p.status.map(|s| s.as_str()));
     let rows = list_page(h, ctx, &mut page, select, listing, p.updated_since, counted).await?;
-    Ok(AttendanceList { data: rows.into_iter().map(entry).collect(), links: links(&page), meta: meta(&page) })
+    Ok(AttendanceList::of(&page, rows.into_iter().map(entry)))
 }
 
 impl AttendanceApi for Handlers {

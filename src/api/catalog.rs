@@ -3,10 +3,14 @@
 use entity::{membership_plan, product, purchase, subscription_plan};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
-use super::{Handlers, Listing, find_in_gym, links, list_page, meta, money};
+use super::{
+    Handlers, find_in_gym,
+    list::{Envelope, list_page, listing},
+    money,
+};
 use crate::openapi::*;
 use crate::types::wire::Json;
-use crate::{context::RequestContext, counters, errors::ApiError, pagination::Page, records::rfc3339};
+use crate::{context::RequestContext, counters, errors::ApiError, pagination::Page};
 
 fn membership_plan(m: membership_plan::Model) -> MembershipPlan {
     MembershipPlan {
@@ -78,23 +82,11 @@ impl MembershipsApi for Handlers {
         ctx: &RequestContext,
         p: ListMembershipPlansParams,
     ) -> Result<ListMembershipPlansResponse, ApiError> {
-        use membership_plan::{Column, Entity};
+        use membership_plan::Entity;
         let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
-        page.filter("updated_since", p.updated_since.map(rfc3339));
-        let listing = Listing {
-            gym: Column::GymId,
-            created: Column::CreatedAt,
-            updated: Column::UpdatedAt,
-            order: Column::CreatedAt,
-            id: Column::Id,
-            counted: Some(counters::MEMBERSHIP_PLAN_ROWS),
-        };
+        let listing = listing!(membership_plan, CreatedAt, Some(counters::MEMBERSHIP_PLAN_ROWS));
         let rows = list_page(self, ctx, &mut page, Entity::find(), listing, p.updated_since, Some(None)).await?;
-        Ok(ListMembershipPlansResponse::Ok(Json(MembershipPlanList {
-            data: rows.into_iter().map(membership_plan).collect(),
-            links: links(&page),
-            meta: meta(&page),
-        })))
+        Ok(ListMembershipPlansResponse::Ok(Json(MembershipPlanList::of(&page, rows.into_iter().map(membership_plan)))))
     }
 
     async fn get_membership_plan(
@@ -114,23 +106,14 @@ impl SubscriptionsApi for Handlers {
         ctx: &RequestContext,
         p: ListSubscriptionPlansParams,
     ) -> Result<ListSubscriptionPlansResponse, ApiError> {
-        use subscription_plan::{Column, Entity};
+        use subscription_plan::Entity;
         let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
-        page.filter("updated_since", p.updated_since.map(rfc3339));
-        let listing = Listing {
-            gym: Column::GymId,
-            created: Column::CreatedAt,
-            updated: Column::UpdatedAt,
-            order: Column::CreatedAt,
-            id: Column::Id,
-            counted: Some(counters::SUBSCRIPTION_PLAN_ROWS),
-        };
+        let listing = listing!(subscription_plan, CreatedAt, Some(counters::SUBSCRIPTION_PLAN_ROWS));
         let rows = list_page(self, ctx, &mut page, Entity::find(), listing, p.updated_since, Some(None)).await?;
-        Ok(ListSubscriptionPlansResponse::Ok(Json(SubscriptionPlanList {
-            data: rows.into_iter().map(subscription_plan).collect(),
-            links: links(&page),
-            meta: meta(&page),
-        })))
+        Ok(ListSubscriptionPlansResponse::Ok(Json(SubscriptionPlanList::of(
+            &page,
+            rows.into_iter().map(subscription_plan),
+        ))))
     }
 
     async fn get_subscription_plan(
@@ -153,26 +136,14 @@ impl ProductsApi for Handlers {
         use product::{Column, Entity};
         let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
         page.filter("status", p.status.map(|s| s.as_str().to_string()));
-        page.filter("updated_since", p.updated_since.map(rfc3339));
         let mut select = Entity::find();
         if let Some(s) = p.status {
             select = select.filter(Column::Status.eq(s.as_str()));
         }
-        let listing = Listing {
-            gym: Column::GymId,
-            created: Column::CreatedAt,
-            updated: Column::UpdatedAt,
-            order: Column::CreatedAt,
-            id: Column::Id,
-            counted: Some(counters::PRODUCT_ROWS),
-        };
+        let listing = listing!(product, CreatedAt, Some(counters::PRODUCT_ROWS));
         let status = p.status.map(|s| s.as_str());
         let rows = list_page(self, ctx, &mut page, select, listing, p.updated_since, Some(status)).await?;
-        Ok(ListProductsResponse::Ok(Json(ProductList {
-            data: rows.into_iter().map(product).collect(),
-            links: links(&page),
-            meta: meta(&page),
-        })))
+        Ok(ListProductsResponse::Ok(Json(ProductList::of(&page, rows.into_iter().map(product)))))
     }
 
     async fn get_product(&self, ctx: &RequestContext, p: GetProductParams) -> Result<GetProductResponse, ApiError> {
@@ -192,7 +163,6 @@ impl PurchasesApi for Handlers {
         let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
         page.filter("member_id", p.member_id.map(|id| id.to_string()));
         page.filter("payment_status", p.payment_status.map(|s| s.as_str().to_string()));
-        page.filter("updated_since", p.updated_since.map(rfc3339));
         let mut select = Entity::find();
         if let Some(id) = p.member_id {
             select = select.filter(Column::MemberId.eq(id));
@@ -200,22 +170,11 @@ impl PurchasesApi for Handlers {
         if let Some(s) = p.payment_status {
             select = select.filter(Column::PaymentStatus.eq(s.as_str()));
         }
-        let listing = Listing {
-            gym: Column::GymId,
-            created: Column::CreatedAt,
-            updated: Column::UpdatedAt,
-            order: Column::PurchasedAt,
-            id: Column::Id,
-            counted: Some(counters::PURCHASE_ROWS),
-        };
+        let listing = listing!(purchase, PurchasedAt, Some(counters::PURCHASE_ROWS));
         // The counters know totals per payment status, not per member.
         let counted = p.member_id.is_none().then(|| p.payment_status.map(|s| s.as_str()));
         let rows = list_page(self, ctx, &mut page, select, listing, p.updated_since, counted).await?;
-        Ok(ListPurchasesResponse::Ok(Json(PurchaseList {
-            data: rows.into_iter().map(purchase).collect(),
-            links: links(&page),
-            meta: meta(&page),
-        })))
+        Ok(ListPurchasesResponse::Ok(Json(PurchaseList::of(&page, rows.into_iter().map(purchase)))))
     }
 
     async fn get_purchase(&self, ctx: &RequestContext, p: GetPurchaseParams) -> Result<GetPurchaseResponse, ApiError> {

@@ -9,7 +9,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::{Handlers, find_in_gym, links, meta};
+use super::{Handlers, find_in_gym, list::Envelope};
 use crate::openapi::*;
 use crate::types::wire::Json;
 use crate::{
@@ -22,7 +22,7 @@ use crate::{
     errors::ApiError,
     members::{self, Change, Edit, Edited, NewMember},
     pagination::Page,
-    records::now,
+    records::{now, rfc3339},
     webhooks::EventType,
 };
 
@@ -100,7 +100,7 @@ impl MembersApi for Handlers {
         let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
         page.filter("status", p.status.map(|s| s.as_str().to_string()));
         page.filter("search", p.search.clone());
-        page.filter("updated_since", p.updated_since.map(crate::records::rfc3339));
+        page.filter("updated_since", p.updated_since.map(rfc3339));
         let mut select = member::Entity::find().filter(member::Column::GymId.eq(ctx.tenant.gym_id));
         if let Some(s) = p.status {
             select = select.filter(member::Column::Status.eq(s.as_str()));
@@ -175,11 +175,7 @@ impl MembersApi for Handlers {
                 known_total,
             )
             .await?;
-        Ok(ListMembersResponse::Ok(Json(MemberList {
-            data: rows.into_iter().map(members::record).collect(),
-            links: links(&page),
-            meta: meta(&page),
-        })))
+        Ok(ListMembersResponse::Ok(Json(MemberList::of(&page, rows.into_iter().map(members::record)))))
     }
 
     async fn create_member(

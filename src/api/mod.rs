@@ -4,20 +4,20 @@
 mod attendance;
 mod catalog;
 mod import;
+mod list;
 mod members;
 mod statistics;
 mod webhooks;
 
-use crate::openapi::{Money, PaginationLinks, PaginationMeta};
-use chrono::{DateTime, Utc};
-use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PrimaryKeyTrait, QueryFilter, Select};
+use crate::openapi::Money;
+use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PrimaryKeyTrait, QueryFilter};
 use std::{
     collections::HashMap,
     sync::{Arc, LazyLock, RwLock},
 };
 use uuid::Uuid;
 
-use crate::{context::RequestContext, counters, errors::ApiError, pagination::Page, state::AppState};
+use crate::{errors::ApiError, state::AppState};
 
 /// Implements every handler trait of the generated `Api`.
 #[derive(Clone)]
@@ -126,69 +126,6 @@ where
     (sql, values)
 }
 
-/// How a list of one table is scoped, ordered and counted.
-struct Listing<C> {
-    gym: C,
-    created: C,
-    updated: C,
-    /// Newest first by this column, then by `id`.
-    order: C,
-    id: C,
-    /// The counters behind the total, if the gym keeps any for this list.
-    counted: Option<counters::Counted>,
-}
-
-/// One page of the tenant's rows of `select` (already narrowed by the list's own filters), with
-/// `updated_since` and the walk pinned at `as_of`. `counted` says whether the gym's counters know
-/// the total: `Some(label)` when the only other filter is the counted label (or none), `None` when
-/// a filter outside them is set and the rows must be counted.
-async fn list_page<E>(
-    h: &Handlers,
-    ctx: &RequestContext,
-    page: &mut Page,
-    select: Select<E>,
-    l: Listing<E::Column>,
-    updated_since: Option<DateTime<Utc>>,
-    counted: Option<Option<&str>>,
-) -> Result<Vec<E::Model>, ApiError>
-where
-    E: EntityTrait,
-    E::Model: Sync,
-{
-    let mut select = select.filter(l.gym.eq(ctx.tenant.gym_id));
-    if let Some(t) = updated_since {
-        select = select.filter(l.updated.gte(t));
-    }
-    let known = match (counted, l.counted) {
-        (Some(label), Some(list)) if updated_since.is_none() => {
-            Some(counters::total_as_of(h.db(), ctx.tenant.gym_id, list, label, page.as_of).await?)
-        }
-        _ => None,
-    };
-    page.fetch(h.db(), select, l.created, l.order, l.id, known).await
-}
-
 fn money(amount: i64, currency: &str) -> Money {
     Money { amount, currency: currency.to_string() }
-}
-
-fn links(page: &Page) -> PaginationLinks {
-    PaginationLinks {
-        first: page.link(1),
-        last: page.link(page.last_page()),
-        prev: page.prev().map(|p| page.link(p)).into(),
-        next: page.next().map(|p| page.link(p)).into(),
-    }
-}
-
-fn meta(page: &Page) -> PaginationMeta {
-    let (from, to) = page.range();
-    PaginationMeta {
-        current_page: page.page,
-        last_page: page.last_page(),
-        per_page: page.per_page,
-        total: page.total,
-        from: from.into(),
-        to: to.into(),
-    }
 }

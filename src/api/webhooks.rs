@@ -5,10 +5,13 @@ use entity::webhook_delivery::{self, Column, Entity};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde::Deserialize;
 
-use super::{Handlers, Listing, find_in_gym, links, list_page, meta};
+use super::{
+    Handlers, find_in_gym,
+    list::{Envelope, list_page, listing},
+};
 use crate::openapi::*;
 use crate::types::wire::Json;
-use crate::{context::RequestContext, errors::ApiError, pagination::Page, records::rfc3339};
+use crate::{context::RequestContext, errors::ApiError, pagination::Page};
 
 const KIND: &str = "webhook delivery";
 
@@ -57,7 +60,6 @@ impl WebhooksApi for Handlers {
         page.filter("status", p.status.map(|s| s.as_str().to_string()));
         page.filter("event_type", p.event_type.clone());
         page.filter("endpoint_id", p.endpoint_id.map(|id| id.to_string()));
-        page.filter("updated_since", p.updated_since.map(rfc3339));
         let mut select = Entity::find();
         if let Some(s) = p.status {
             select = select.filter(Column::Status.eq(s.as_str()));
@@ -68,20 +70,9 @@ impl WebhooksApi for Handlers {
         if let Some(id) = p.endpoint_id {
             select = select.filter(Column::EndpointId.eq(id));
         }
-        let listing = Listing {
-            gym: Column::GymId,
-            created: Column::CreatedAt,
-            updated: Column::UpdatedAt,
-            order: Column::CreatedAt,
-            id: Column::Id,
-            counted: None,
-        };
+        let listing = listing!(webhook_delivery, CreatedAt, None);
         let rows = list_page(self, ctx, &mut page, select, listing, p.updated_since, None).await?;
-        Ok(ListWebhookDeliveriesResponse::Ok(Json(WebhookDeliveryList {
-            data: rows.into_iter().map(delivery).collect(),
-            links: links(&page),
-            meta: meta(&page),
-        })))
+        Ok(ListWebhookDeliveriesResponse::Ok(Json(WebhookDeliveryList::of(&page, rows.into_iter().map(delivery)))))
     }
 
     async fn get_webhook_delivery(

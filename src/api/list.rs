@@ -1,0 +1,122 @@
+//! What every list endpoint shares: the tenant's rows of one table, one page of them pinned at the
+//! walk's `as_of`, their total, and the envelope (`data`, `links`, `meta`) around them.
+
+use chrono::{DateTime, Utc};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, Select};
+
+use super::Handlers;
+use crate::{context::RequestContext, counters, errors::ApiError, openapi::*, pagination::Page, records::rfc3339};
+
+/// How a list of one table is scoped, ordered and counted.
+pub(super) struct Listing<C> {
+    pub gym: C,
+    pub created: C,
+    pub updated: C,
+    /// Newest first by this column, then by `id`.
+    pub order: C,
+    pub id: C,
+    /// The counters behind the total, if the gym keeps any for this list.
+    pub counted: Option<counters::Counted>,
+}
+
+/// The [`Listing`] of a table with the usual columns (`gym_id`, `created_at`, `updated_at`, `id`),
+/// newest first by `$order`.
+macro_rules! listing {
+    ($table:ident, $order:ident, $counted:expr) => {
+        $crate::api::list::Listing {
+            gym: $table::Column::GymId,
+            created: $table::Column::CreatedAt,
+            updated: $table::Column::UpdatedAt,
+            order: $table::Column::$order,
+            id: $table::Column::Id,
+            counted: $counted,
+        }
+    };
+}
+pub(super) use listing;
+
+/// One page of the tenant's rows of `select` (already narrowed by the list's own filters), with
+/// `updated_since` (kept in the page's links) and the walk pinned at `as_of`. `counted` says
+/// whether the gym's counters know the total: `Some(label)` when the only other filter is the
+/// counted label (or none), `None` when a filter outside them is set and the rows must be counted.
+pub(super) async fn list_page<E>(
+    h: &Handlers,
+    ctx: &RequestContext,
+    page: &mut Page,
+    select: Select<E>,
+    l: Listing<E::Column>,
+    updated_since: Option<DateTime<Utc>>,
+    counted: Option<Option<&str>>,
+) -> Result<Vec<E::Model>, ApiError>
+where
+    E: EntityTrait,
+    E::Model: Sync,
+{
+    page.filter("updated_since", updated_since.map(rfc3339));
+    let mut select = select.filter(l.gym.eq(ctx.tenant.gym_id));
+    if let Some(t) = updated_since {
+        select = select.filter(l.updated.gte(t));
+    }
+    let known = match (counted, l.counted) {
+        (Some(label), Some(list)) if updated_since.is_none() => {
+            Some(counters::total_as_of(h.db(), ctx.tenant.gym_id, list, label, page.as_of).await?)
+        }
+        _ => None,
+    };
+    page.fetch(h.db(), select, l.created, l.order, l.id, known).await
+}
+
+/// A list response of the document: its records, with the page's links and meta.
+pub(super) trait Envelope: Sized {
+    type Item;
+
+    fn from_parts(data: Vec<Self::Item>, links: PaginationLinks, meta: PaginationMeta) -> Self;
+
+    /// The envelope of `page` around `data`.
+    fn of(page: &Page, data: impl IntoIterator<Item = Self::Item>) -> Self {
+        Self::from_parts(data.into_iter().collect(), links(page), meta(page))
+    }
+}
+
+macro_rules! envelopes {
+    ($($list:ident of $item:ident),+ $(,)?) => {$(
+        impl Envelope for $list {
+            type Item = $item;
+
+            fn from_parts(data: Vec<$item>, links: PaginationLinks, meta: PaginationMeta) -> Self {
+                Self { data, links, meta }
+            }
+        }
+    )+};
+}
+
+envelopes! {
+    MemberList of Member,
+    MembershipPlanList of MembershipPlan,
+    SubscriptionPlanList of SubscriptionPlan,
+    ProductList of Product,
+    PurchaseList of Purchase,
+    AttendanceList of AttendanceEntry,
+    WebhookDeliveryList of WebhookDelivery,
+}
+
+fn links(page: &Page) -> PaginationLinks {
+    PaginationLinks {
+        first: page.link(1),
+        last: page.link(page.last_page()),
+        prev: page.prev().map(|p| page.link(p)).into(),
+        next: page.next().map(|p| page.link(p)).into(),
+    }
+}
+
+fn meta(page: &Page) -> PaginationMeta {
+    let (from, to) = page.range();
+    PaginationMeta {
+        current_page: page.page,
+        last_page: page.last_page(),
+        per_page: page.per_page,
+        total: page.total,
+        from: from.into(),
+        to: to.into(),
+    }
+}
