@@ -155,6 +155,41 @@ pub fn is_busy(err: &sea_orm::DbErr) -> bool {
     text.contains("database is locked") || text.contains("(code: 5)") || text.contains("(code: 517)")
 }
 
+/// Adds to counting rows of `table` in one statement: each row is its key's values (in the order
+/// of `keys`) and an amount, added to `column` of the row with that key, created when missing.
+/// Keys must differ between rows.
+pub async fn add_up(
+    db: &impl ConnectionTrait,
+    table: &str,
+    keys: &[&str],
+    column: &str,
+    rows: impl IntoIterator<Item = (Vec<sea_orm::Value>, i64)>,
+) -> Result<(), DbErr> {
+    let mut values: Vec<sea_orm::Value> = Vec::new();
+    let mut tuples = Vec::new();
+    let tuple = format!("({}?)", "?, ".repeat(keys.len()));
+    for (key, amount) in rows {
+        values.extend(key);
+        values.push(amount.into());
+        tuples.push(tuple.as_str());
+    }
+    if tuples.is_empty() {
+        return Ok(());
+    }
+    let backend = db.get_database_backend();
+    let keys = keys.join(", ");
+    let sql = placeholders(
+        backend,
+        &format!(
+            "INSERT INTO {table} ({keys}, {column}) VALUES {} \
+             ON CONFLICT ({keys}) DO UPDATE SET {column} = {table}.{column} + excluded.{column}",
+            tuples.join(", ")
+        ),
+    );
+    db.execute(Statement::from_sql_and_values(backend, sql, values)).await?;
+    Ok(())
+}
+
 /// Whether a statement broke a unique index or constraint.
 pub fn is_unique_violation(err: &sea_orm::DbErr) -> bool {
     matches!(err.sql_err(), Some(sea_orm::SqlErr::UniqueConstraintViolation(_)))

@@ -8,10 +8,10 @@
 use std::{collections::HashMap, sync::Mutex, time::Duration};
 
 use chrono::{NaiveDate, Utc};
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement, Value};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement};
 use uuid::Uuid;
 
-use crate::db::placeholders;
+use crate::db::{add_up, placeholders};
 
 pub const FLUSH_EVERY: Duration = Duration::from_secs(10);
 
@@ -37,20 +37,8 @@ impl Usage {
         if batch.is_empty() {
             return Ok(());
         }
-        let backend = db.get_database_backend();
-        let rows = vec!["(?, ?, ?, ?)"; batch.len()].join(", ");
-        let sql = placeholders(
-            backend,
-            &format!(
-                "INSERT INTO api_key_daily_requests (gym_id, key_id, day, requests) VALUES {rows} \
-                 ON CONFLICT (gym_id, key_id, day) DO UPDATE SET requests = api_key_daily_requests.requests + excluded.requests"
-            ),
-        );
-        let values: Vec<Value> = batch
-            .iter()
-            .flat_map(|((gym, key, day), n)| [(*gym).into(), (*key).into(), (*day).into(), (*n).into()])
-            .collect();
-        if let Err(e) = db.execute(Statement::from_sql_and_values(backend, sql, values)).await {
+        let rows = batch.iter().map(|((gym, key, day), n)| (vec![(*gym).into(), (*key).into(), (*day).into()], *n));
+        if let Err(e) = add_up(db, "api_key_daily_requests", &["gym_id", "key_id", "day"], "requests", rows).await {
             // Keep the counts for the next flush.
             if let Ok(mut p) = self.pending.lock() {
                 for (k, n) in batch {

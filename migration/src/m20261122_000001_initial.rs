@@ -4,13 +4,9 @@
 
 use sea_orm_migration::prelude::*;
 
+#[derive(DeriveMigrationName)]
 pub struct Migration;
 
-impl MigrationName for Migration {
-    fn name(&self) -> &str {
-        "m20261122_000001_initial"
-    }
-}
 
 fn a(name: &str) -> Alias {
     Alias::new(name)

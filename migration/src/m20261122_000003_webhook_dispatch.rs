@@ -8,13 +8,9 @@
 
 use sea_orm_migration::prelude::*;
 
+#[derive(DeriveMigrationName)]
 pub struct Migration;
 
-impl MigrationName for Migration {
-    fn name(&self) -> &str {
-        "m20261122_000003_webhook_dispatch"
-    }
-}
 
 fn a(name: &str) -> Alias {
     Alias::new(name)

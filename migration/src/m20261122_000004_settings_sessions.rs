@@ -3,13 +3,9 @@
 
 use sea_orm_migration::prelude::*;
 
+#[derive(DeriveMigrationName)]
 pub struct Migration;
 
-impl MigrationName for Migration {
-    fn name(&self) -> &str {
-        "m20261122_000004_settings_sessions"
-    }
-}
 
 fn a(name: &str) -> Alias {
     Alias::new(name)

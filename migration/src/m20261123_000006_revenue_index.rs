@@ -5,13 +5,9 @@
 
 use sea_orm_migration::prelude::*;
 
+#[derive(DeriveMigrationName)]
 pub struct Migration;
 
-impl MigrationName for Migration {
-    fn name(&self) -> &str {
-        "m20261123_000006_revenue_index"
-    }
-}
 
 const OLD: &str = "ix_purchases_gym_payment_purchased";
 const NEW: &str = "ix_purchases_gym_payment_purchased_amount";

@@ -7,13 +7,9 @@
 
 use sea_orm_migration::prelude::*;
 
+#[derive(DeriveMigrationName)]
 pub struct Migration;
 
-impl MigrationName for Migration {
-    fn name(&self) -> &str {
-        "m20261123_000007_tenant_search_index"
-    }
-}
 
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {

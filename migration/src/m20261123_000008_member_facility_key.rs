@@ -9,13 +9,9 @@
 
 use sea_orm_migration::prelude::*;
 
+#[derive(DeriveMigrationName)]
 pub struct Migration;
 
-impl MigrationName for Migration {
-    fn name(&self) -> &str {
-        "m20261123_000008_member_facility_key"
-    }
-}
 
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {

@@ -26,7 +26,7 @@ use rand::Rng;
 use sea_orm::{ConnectionTrait, DbErr, FromQueryResult, Statement, Value};
 use uuid::Uuid;
 
-use crate::db::placeholders;
+use crate::db::{add_up, placeholders};
 
 pub mod search_totals;
 pub mod statistics;
@@ -44,21 +44,8 @@ pub async fn add_many(db: &impl ConnectionTrait, gym_id: Uuid, deltas: &[(String
     }
     deltas.sort_by(|a, b| a.0.cmp(&b.0));
     let shard = rand::thread_rng().gen_range(0..SHARDS);
-    let backend = db.get_database_backend();
-    let rows = vec!["(?, ?, ?, ?)"; deltas.len()].join(", ");
-    let sql = placeholders(
-        backend,
-        &format!(
-            "INSERT INTO gym_counters (gym_id, name, shard, value) VALUES {rows} \
-             ON CONFLICT (gym_id, name, shard) DO UPDATE SET value = gym_counters.value + excluded.value"
-        ),
-    );
-    let values: Vec<Value> = deltas
-        .iter()
-        .flat_map(|(name, delta)| [gym_id.into(), name.as_str().into(), shard.into(), (*delta).into()])
-        .collect();
-    db.execute(Statement::from_sql_and_values(backend, sql, values)).await?;
-    Ok(())
+    let rows = deltas.iter().map(|(name, delta)| (vec![gym_id.into(), name.as_str().into(), shard.into()], *delta));
+    add_up(db, "gym_counters", &["gym_id", "name", "shard"], "value", rows).await
 }
 
 /// A counter's value as a scalar SQL expression: the sum of its shards (`?`: the gym, the name).
