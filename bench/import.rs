@@ -19,12 +19,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use gymapi::{
-    accounts::{self, Actor},
-    config::Config,
-    context::Environment,
-    state::AppState,
-};
+use gymapi::config::Config;
 use serde_json::{Value, json};
 use support::{database, drop_database, ms, percentile, serve};
 
@@ -36,19 +31,9 @@ struct Target {
 }
 
 async fn start(database_url: &str, redis: Option<&str>, limit: u32) -> Target {
-    let mut config =
-        Config { database_url: database_url.to_string(), rate_limit_per_minute: limit, ..Config::default() };
-    config.redis_url = redis.map(str::to_string);
-    config.redis_prefix = format!("gymapi-bench:{}:", uuid::Uuid::now_v7().simple());
-    let db = gymapi::db::connect(database_url).await.unwrap();
-    gymapi::db::migrate(&db).await.unwrap();
-    let state = AppState::new(db.clone(), config).await.unwrap();
+    let (state, db) =
+        support::state(Config { rate_limit_per_minute: limit, ..support::config(database_url, redis) }).await;
     Target { base: format!("{}/api/v1", serve(state).await), db }
-}
-
-async fn key(db: &sea_orm::DatabaseConnection, name: &str) -> String {
-    let gym = accounts::create_gym(db, name, "UTC", true).await.unwrap();
-    accounts::create_key(db, &Actor::Operator, gym.id, Environment::Live, "bench").await.unwrap().key
 }
 
 fn members(batch: usize) -> Value {
@@ -128,7 +113,7 @@ async fn run(label: &str, database_url: Option<&str>, redis: Option<&str>) {
     let (url, _dir) = database(database_url).await;
     let t = start(&url, redis, u32::MAX / 2).await;
     let client = reqwest::Client::new();
-    let k = key(&t.db, "Import bench").await;
+    let k = support::live_key(&t.db, "Import bench").await;
     println!("\n## {label}\n");
     println!("| scenario | median ms | p99 ms | rows/s at the median |");
     println!("|---|---:|---:|---:|");
@@ -150,14 +135,14 @@ async fn run(label: &str, database_url: Option<&str>, redis: Option<&str>) {
     println!("| batches in flight | seconds | rows/s | created |");
     println!("|---:|---:|---:|---:|");
     for jobs in [1, 2] {
-        let k = key(&t.db, &format!("Client bench {jobs}")).await;
+        let k = support::live_key(&t.db, &format!("Client bench {jobs}")).await;
         let s = client_run(server, &k, &file, jobs);
         println!("| {jobs} | {} | {} | {} |", s["seconds"], s["rows_per_second"], s["created"]);
     }
 
     if std::env::var("BENCH_LIMITED").is_ok_and(|v| v == "1") {
         let limited = start(&url, redis, 120).await;
-        let k = key(&limited.db, "Limited").await;
+        let k = support::live_key(&limited.db, "Limited").await;
         let s = client_run(limited.base.trim_end_matches("/api/v1"), &k, &file, 1);
         println!(
             "\nAt the default 120 requests/min: {} rows in {} batches, {} s ({} rows/s), {} waits for 429, {} retries of errors, created {}.",

@@ -18,13 +18,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use gymapi::{
-    accounts::{self, Actor},
-    config::Config,
-    context::Environment,
-    limits::{Admission, Decision, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse},
-    state::AppState,
-};
+use gymapi::limits::{Admission, Decision, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse};
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
 use support::{database, ms, percentile, serve, throughput};
 
@@ -75,19 +69,12 @@ struct Target {
 }
 
 async fn start(database_url: &str, redis: Option<&str>, store: Option<Arc<dyn Store>>) -> Target {
-    let mut config =
-        Config { database_url: database_url.to_string(), rate_limit_per_minute: u32::MAX / 2, ..Config::default() };
-    config.redis_url = redis.map(str::to_string);
-    config.redis_prefix = format!("gymapi-bench:{}:", uuid::Uuid::now_v7().simple());
-    let db = gymapi::db::connect(database_url).await.unwrap();
-    gymapi::db::migrate(&db).await.unwrap();
-    let mut state = AppState::new(db.clone(), config).await.unwrap();
+    let (mut state, db) = support::state(support::config(database_url, redis)).await;
     if let Some(s) = store {
         state.store = s;
     }
     let address = serve(state).await;
-    let gym = accounts::create_gym(&db, "Bench", "UTC", true).await.unwrap();
-    let key = accounts::create_key(&db, &Actor::Operator, gym.id, Environment::Live, "bench").await.unwrap().key;
+    let key = support::live_key(&db, "Bench").await;
     let base = format!("{address}/api/v1");
     let client = reqwest::Client::new();
     let member: serde_json::Value = client

@@ -1,9 +1,16 @@
-//! What the benches share: the server on a free port, percentiles, and a throughput driver.
+//! What the benches share: the service on a free port with its database, a gym's key, percentiles,
+//! and a throughput driver.
 #![allow(dead_code)] // each bench uses a part of it
 
 use std::time::{Duration, Instant};
 
-use gymapi::{app::app, state::AppState};
+use gymapi::{
+    accounts::{self, Actor},
+    app::app,
+    config::Config,
+    context::Environment,
+    state::AppState,
+};
 use poem::{
     Server,
     listener::{Acceptor, Listener, TcpListener},
@@ -18,6 +25,31 @@ pub async fn serve(state: AppState) -> String {
         let _ = Server::new_with_acceptor(acceptor).run(app(state)).await;
     });
     format!("http://{addr}")
+}
+
+/// A bench's configuration: `database_url`, Redis when given (under a prefix of its own), and the
+/// rate limit raised out of the way.
+pub fn config(database_url: &str, redis: Option<&str>) -> Config {
+    Config {
+        database_url: database_url.to_string(),
+        redis_url: redis.map(str::to_string),
+        redis_prefix: format!("gymapi-bench:{}:", uuid::Uuid::now_v7().simple()),
+        rate_limit_per_minute: u32::MAX / 2,
+        ..Config::default()
+    }
+}
+
+/// The service's state on `config`'s database, migrated, and a connection of its own to it.
+pub async fn state(config: Config) -> (AppState, sea_orm::DatabaseConnection) {
+    let db = gymapi::db::connect(&config.database_url).await.unwrap();
+    gymapi::db::migrate(&db).await.unwrap();
+    (AppState::new(db.clone(), config).await.unwrap(), db)
+}
+
+/// A new gym's live key.
+pub async fn live_key(db: &sea_orm::DatabaseConnection, gym: &str) -> String {
+    let gym = accounts::create_gym(db, gym, "UTC", true).await.unwrap();
+    accounts::create_key(db, &Actor::Operator, gym.id, Environment::Live, "bench").await.unwrap().key
 }
 
 /// The `p` quantile (0..=1) of sorted durations.

@@ -24,7 +24,6 @@ use gymapi::{
     accounts::{self, Actor},
     config::Config,
     context::Environment,
-    state::AppState,
     webhooks::{self, dispatch::Dispatcher},
 };
 use poem::{
@@ -65,18 +64,8 @@ async fn wait_for(lags: &Lags, n: usize) {
 
 async fn run(label: &str, database_url: Option<&str>, redis: Option<&str>) {
     let (url, _dir) = database(database_url).await;
-    let config = Config {
-        database_url: url.clone(),
-        redis_url: redis.map(str::to_string),
-        redis_prefix: format!("gymapi-bench:{}:", uuid::Uuid::now_v7().simple()),
-        rate_limit_per_minute: u32::MAX / 2,
-        webhook_allow_private: true,
-        webhook_dispatch: false,
-        ..Config::default()
-    };
-    let db = gymapi::db::connect(&url).await.unwrap();
-    gymapi::db::migrate(&db).await.unwrap();
-    let state = AppState::new(db.clone(), config.clone()).await.unwrap();
+    let config = Config { webhook_allow_private: true, webhook_dispatch: false, ..support::config(&url, redis) };
+    let (state, db) = support::state(config.clone()).await;
     let wake = state.webhooks.clone();
     let base = format!("{}/api/v1", serve(state).await);
     let gym = accounts::create_gym(&db, "Webhook bench", "UTC", true).await.unwrap();

@@ -11,7 +11,6 @@ use sea_orm_migration::prelude::*;
 #[derive(DeriveMigrationName)]
 pub struct Migration;
 
-
 fn a(name: &str) -> Alias {
     Alias::new(name)
 }

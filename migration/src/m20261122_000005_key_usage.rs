@@ -6,7 +6,6 @@ use sea_orm_migration::prelude::*;
 #[derive(DeriveMigrationName)]
 pub struct Migration;
 
-
 fn a(name: &str) -> Alias {
     Alias::new(name)
 }

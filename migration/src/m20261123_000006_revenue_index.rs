@@ -8,7 +8,6 @@ use sea_orm_migration::prelude::*;
 #[derive(DeriveMigrationName)]
 pub struct Migration;
 
-
 const OLD: &str = "ix_purchases_gym_payment_purchased";
 const NEW: &str = "ix_purchases_gym_payment_purchased_amount";
 
