@@ -192,9 +192,25 @@ async fn main() {
         "\nThroughput, 8 concurrent client tasks in the same process: `GET /members` page 1 with exact total **{page1:.0} req/s**; `GET /members/{{id}}` {by_id:.0} req/s."
     );
 
-    let g = gym.id;
+    plans(&db, gym.id, small, &member, (month_ago, today)).await;
+    if std::env::var("BENCH_KEEP").is_ok_and(|v| v == "1") {
+        println!("\nKept the database {name} (BENCH_KEEP=1).");
+    } else {
+        exec(&admin, &format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await;
+    }
+}
+
+/// The plans PostgreSQL chooses for the queries behind the scenarios, in gym `g` (and the small
+/// gym `small`), for `member` over `(month_ago, today)`.
+async fn plans(
+    db: &DatabaseConnection,
+    g: Uuid,
+    small: Uuid,
+    member: &str,
+    (month_ago, today): (chrono::NaiveDate, chrono::NaiveDate),
+) {
     explain(
-        &db,
+        db,
         "Total of GET /members (counter minus rows after as_of)",
         &format!(
             "SELECT CAST(COALESCE((SELECT SUM(value) FROM gym_counters WHERE gym_id = '{g}' AND name = 'members'), 0) \
@@ -202,36 +218,31 @@ async fn main() {
         ),
     )
     .await;
-    explain(&db, "Page 1 of GET /members", &format!(
+    explain(db, "Page 1 of GET /members", &format!(
         "SELECT * FROM members WHERE gym_id = '{g}' AND created_at <= now() ORDER BY created_at DESC, id DESC LIMIT 25 OFFSET 0"
     )).await;
-    explain(&db, "Page 2000 of GET /members (ids first, then rows by primary key)", &format!(
+    explain(db, "Page 2000 of GET /members (ids first, then rows by primary key)", &format!(
         "SELECT * FROM members WHERE gym_id = '{g}' AND created_at <= now() AND id IN \
          (SELECT id FROM members WHERE gym_id = '{g}' AND created_at <= now() ORDER BY created_at DESC, id DESC LIMIT 25 OFFSET 49975) \
          ORDER BY created_at DESC, id DESC"
     )).await;
-    explain(&db, "Count of GET /members?search=torvalds12345", &format!(
+    explain(db, "Count of GET /members?search=torvalds12345", &format!(
         "SELECT COUNT(*) FROM members WHERE gym_id = '{g}' AND search_text LIKE '%torvalds12345%' ESCAPE '\\' AND created_at <= now()"
     )).await;
-    explain(&db, "Count of GET /members?search=ada", &format!(
+    explain(db, "Count of GET /members?search=ada", &format!(
         "SELECT COUNT(*) FROM members WHERE gym_id = '{g}' AND search_text LIKE '%ada%' ESCAPE '\\' AND created_at <= now()"
     )).await;
-    explain(&db, "Count of GET /members?search=ada in a 1,000-member gym", &format!(
+    explain(db, "Count of GET /members?search=ada in a 1,000-member gym", &format!(
         "SELECT COUNT(*) FROM members WHERE gym_id = '{small}' AND search_text LIKE '%ada%' ESCAPE '\\' AND created_at <= now()"
     )).await;
-    explain(&db, "Count of GET /attendance?member_id=…&from=…&to=…", &format!(
+    explain(db, "Count of GET /attendance?member_id=…&from=…&to=…", &format!(
         "SELECT COUNT(*) FROM attendance WHERE gym_id = '{g}' AND member_id = '{member}' AND occurred_at >= '{month_ago}' AND occurred_at < '{today}'::date + 1 AND created_at <= now()"
     )).await;
-    explain(&db, "Page 1 of GET /attendance", &format!(
+    explain(db, "Page 1 of GET /attendance", &format!(
         "SELECT * FROM attendance WHERE gym_id = '{g}' AND created_at <= now() ORDER BY occurred_at DESC, id DESC LIMIT 25"
     )).await;
-    explain(&db, "Page 1 of GET /members?search=torvalds12345", &format!(
+    explain(db, "Page 1 of GET /members?search=torvalds12345", &format!(
         "SELECT * FROM members WHERE gym_id = '{g}' AND created_at <= now() AND id IN (SELECT id FROM members WHERE gym_id = '{g}' \
          AND search_text LIKE '%torvalds12345%' ESCAPE '\\' OFFSET 0) ORDER BY created_at DESC, id DESC LIMIT 25"
     )).await;
-    if std::env::var("BENCH_KEEP").is_ok_and(|v| v == "1") {
-        println!("\nKept the database {name} (BENCH_KEEP=1).");
-    } else {
-        exec(&admin, &format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await;
-    }
 }

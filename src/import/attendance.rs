@@ -12,9 +12,9 @@ use sea_orm::{ActiveValue::Set, ConnectionTrait, DatabaseConnection, DbErr, Stat
 use uuid::Uuid;
 
 use super::{
-    batch::{Batch, default_facility, field, finish, missing, run},
+    batch::{Batch, default_facility, field, finish, fresh_rows, missing, run},
     members::member_refs,
-    sql::{Legacy, add_counts, fresh_rows, insert_new, returned},
+    sql::{Legacy, add_counts, insert_new, returned},
 };
 use crate::{
     counters,

@@ -5,14 +5,14 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ActiveModelTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, TransactionTrait};
+use sea_orm::{ActiveModelTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, Statement, TransactionTrait};
 use uuid::Uuid;
 
-use super::sql::{add_counts, insert_new, record_batch, returned};
+use super::sql::{Legacy, add_counts, insert_new, lookup, returned};
 use crate::{
     accounts,
     counters::Counted,
-    db::is_unique_violation,
+    db::{is_unique_violation, placeholders},
     errors::{ApiError, FieldErrors},
     openapi::{ImportEntity, ImportResult, ImportResultObject},
     webhooks::{self, EventType},
@@ -72,6 +72,24 @@ pub(super) fn check_batch_ids<'a>(ids: impl Iterator<Item = &'a str>, errors: &m
 
 pub(super) fn missing(kind: &str, legacy_id: &str) -> String {
     format!("No {kind} with legacy_id \"{legacy_id}\" has been imported.")
+}
+
+/// The rows of a batch whose legacy id is not in `table` yet, with their index in the batch (one
+/// query); a legacy id twice in the batch is flagged in `errors`.
+pub(super) async fn fresh_rows<'r, E, R>(
+    db: &impl ConnectionTrait,
+    table: Legacy<E::Column>,
+    gym_id: Uuid,
+    rows: &'r [R],
+    legacy_id: impl Fn(&R) -> &str,
+    errors: &mut FieldErrors,
+) -> Result<Vec<(usize, &'r R)>, DbErr>
+where
+    E: EntityTrait,
+{
+    check_batch_ids(rows.iter().map(&legacy_id), errors);
+    let existing = lookup::<E, Uuid>(db, table, gym_id, rows.iter().map(&legacy_id).collect()).await?;
+    Ok(rows.iter().enumerate().filter(|(_, r)| !existing.contains_key(legacy_id(r))).collect())
 }
 
 /// The facility imported members and unattributed entries go to: the gym's oldest.
@@ -158,4 +176,34 @@ where
     let created = insert_new(&txn, models, conflict, [label]).await?;
     add_counts(&txn, batch.gym_id, list, &returned::<String>(&created, label.as_str())?).await?;
     finish(txn, batch, created.len(), at).await
+}
+
+/// Adds a batch to the import counters of `GET /import/status`.
+async fn record_batch(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    entity: ImportEntity,
+    tally: Tally,
+    at: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let backend = db.get_database_backend();
+    let sql = placeholders(
+        backend,
+        "INSERT INTO import_counters (gym_id, entity, received, created, skipped, last_batch_at) \
+         VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (gym_id, entity) DO UPDATE SET \
+         received = import_counters.received + excluded.received, \
+         created = import_counters.created + excluded.created, \
+         skipped = import_counters.skipped + excluded.skipped, \
+         last_batch_at = excluded.last_batch_at",
+    );
+    let values = [
+        gym_id.into(),
+        entity.as_str().into(),
+        tally.received.into(),
+        tally.created.into(),
+        (tally.received - tally.created).into(),
+        at.into(),
+    ];
+    db.execute(Statement::from_sql_and_values(backend, sql, values)).await?;
+    Ok(())
 }

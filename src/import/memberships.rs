@@ -6,10 +6,10 @@ use sea_orm::{ActiveValue::Set, DatabaseConnection};
 use uuid::Uuid;
 
 use super::{
-    batch::{Batch, field, finish, missing, run},
+    batch::{Batch, field, finish, fresh_rows, missing, run},
     members::member_refs,
     plans::plan_refs,
-    sql::{Legacy, fresh_rows, insert_new},
+    sql::{Legacy, insert_new},
 };
 use crate::{
     counters,

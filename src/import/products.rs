@@ -12,9 +12,9 @@ use sea_orm::{ActiveValue::Set, ConnectionTrait, DatabaseConnection, DbErr};
 use uuid::Uuid;
 
 use super::{
-    batch::{Batch, check_batch_ids, field, missing, run, write_counted},
+    batch::{Batch, check_batch_ids, field, fresh_rows, missing, run, write_counted},
     members::member_refs,
-    sql::{Legacy, fresh_rows, lookup},
+    sql::{Legacy, lookup},
 };
 use crate::{
     counters,

@@ -3,18 +3,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use chrono::{DateTime, Utc};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QuerySelect, Statement,
 };
 use uuid::Uuid;
 
-use super::batch::{Tally, count};
-use crate::{
-    counters::{self, Counted},
-    db::placeholders,
-    openapi::ImportEntity,
-};
+use crate::counters::{self, Counted};
 
 /// A lookup of a table's rows by a unique key within the gym: `key` (the legacy id, or the
 /// normalized email), narrowed by `scope` where the unique key has a middle column (attendance's
@@ -91,24 +85,6 @@ where
     }
     let rows: Vec<(Uuid, String, X)> = q.into_tuple().all(db).await?;
     Ok(rows.into_iter().map(|(id, legacy, x)| (legacy, (id, x))).collect())
-}
-
-/// The rows of a batch whose legacy id is not in `table` yet, with their index in the batch (one
-/// query); a legacy id twice in the batch is flagged in `errors`.
-pub(super) async fn fresh_rows<'r, E, R>(
-    db: &impl ConnectionTrait,
-    table: Legacy<E::Column>,
-    gym_id: Uuid,
-    rows: &'r [R],
-    legacy_id: impl Fn(&R) -> &str,
-    errors: &mut crate::errors::FieldErrors,
-) -> Result<Vec<(usize, &'r R)>, DbErr>
-where
-    E: EntityTrait,
-{
-    super::batch::check_batch_ids(rows.iter().map(&legacy_id), errors);
-    let existing = lookup::<E, Uuid>(db, table, gym_id, rows.iter().map(&legacy_id).collect()).await?;
-    Ok(rows.iter().enumerate().filter(|(_, r)| !existing.contains_key(legacy_id(r))).collect())
 }
 
 /// Inserts the rows that are new, in one statement, and returns `returning` of each row written;
@@ -217,40 +193,10 @@ pub(super) async fn add_counts(
     for label in labels {
         *by_label.entry(label).or_default() += 1;
     }
-    let mut deltas = vec![(list.name(None), count(labels.len()))];
+    let mut deltas = vec![(list.name(None), i64::try_from(labels.len()).unwrap_or(i64::MAX))];
     deltas.extend(by_label.into_iter().map(|(label, n)| (list.name(Some(label)), n)));
     if !labels.is_empty() {
         deltas.extend(list.written());
     }
     counters::add_many(db, gym_id, &deltas).await
-}
-
-/// Adds a batch to the import counters of `GET /import/status`.
-pub(super) async fn record_batch(
-    db: &impl ConnectionTrait,
-    gym_id: Uuid,
-    entity: ImportEntity,
-    tally: Tally,
-    at: DateTime<Utc>,
-) -> Result<(), DbErr> {
-    let backend = db.get_database_backend();
-    let sql = placeholders(
-        backend,
-        "INSERT INTO import_counters (gym_id, entity, received, created, skipped, last_batch_at) \
-         VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (gym_id, entity) DO UPDATE SET \
-         received = import_counters.received + excluded.received, \
-         created = import_counters.created + excluded.created, \
-         skipped = import_counters.skipped + excluded.skipped, \
-         last_batch_at = excluded.last_batch_at",
-    );
-    let values = [
-        gym_id.into(),
-        entity.as_str().into(),
-        tally.received.into(),
-        tally.created.into(),
-        (tally.received - tally.created).into(),
-        at.into(),
-    ];
-    db.execute(Statement::from_sql_and_values(backend, sql, values)).await?;
-    Ok(())
 }
