@@ -25,7 +25,7 @@ use crate::{
     records::{new_id, now},
 };
 
-/// The message of SPEC.md for a test key without a sandbox.
+/// What the settings area and the CLI say when a test key is asked for without a sandbox.
 pub const SANDBOX_REQUIRED: &str = "Provision a sandbox first to create a test key.";
 
 #[derive(Debug, thiserror::Error)]

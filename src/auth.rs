@@ -107,7 +107,7 @@ struct Grant {
     valid_until: Option<DateTime<Utc>>,
 }
 
-/// The gate's first checks, in the order of DESIGN.md §5: the key (401), the subscription (402),
+/// The gate's first checks, in the documented order (openapi.yaml): the key (401), the subscription (402),
 /// the plan (403), then the rate limit (the `Decision`). A key in the key cache costs one store
 /// round trip and no database query; otherwise the key is resolved in one query and cached, its
 /// request counted in the same store round trip. A store that cannot be reached fails open: keys
@@ -240,7 +240,7 @@ pub async fn forget(store: &dyn Store, fingerprints: &[String]) {
 }
 
 /// Resolves a well-formed key of environment `env`, by its fingerprint, to its tenant in one indexed
-/// query (the key, its gym and the gym's sandbox), then applies the checks of DESIGN.md §5 in order:
+/// query (the key, its gym and the gym's sandbox), then applies the documented checks in order:
 /// 401, 402, 403.
 async fn resolve(
     db: &DatabaseConnection,

@@ -1,6 +1,6 @@
 //! openapi.yaml at run time: which operation a request is for, and whether its parameters and body
 //! are what the document says. Every problem of a request is reported at once, keyed by field, in
-//! the 422 body of DESIGN.md §5; poem-openapi's own parsing only ever sees valid requests.
+//! the documented 422 body (`ValidationError`); poem-openapi's own parsing only ever sees valid requests.
 
 use std::{collections::BTreeMap, sync::Arc};
 

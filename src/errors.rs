@@ -10,9 +10,9 @@ use poem::{
 };
 use serde_json::json;
 
-/// The 401 message of SPEC.md.
+/// The 401 message (openapi.yaml, response `Unauthorized`).
 pub const UNAUTHORIZED_MESSAGE: &str = "Invalid or missing API key.";
-/// The 403 message of SPEC.md.
+/// The 403 message of a plan without API access (openapi.yaml, response `Forbidden`).
 pub const NO_API_ACCESS_MESSAGE: &str = "This gym does not have API access enabled.";
 
 /// Field → problems, as sent in a 422 body.

@@ -1,4 +1,4 @@
-//! Page arithmetic and links of the list envelope (DESIGN.md §4).
+//! Page arithmetic and links of the list envelope (openapi.yaml, "Lists").
 //!
 //! A walk is pinned to the moment it started: the first page fixes `as_of` (now, unless the client
 //! gave one) and every link carries it, so records created during the walk are not listed and do

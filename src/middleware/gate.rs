@@ -18,7 +18,7 @@ use crate::{
     state::AppState,
 };
 
-/// The gate of `/api/v1`, in the order of DESIGN.md §5: key (401) → subscription (402) → plan (403)
+/// The gate of `/api/v1`, in the documented order (openapi.yaml, "Authentication"): key (401) → subscription (402) → plan (403)
 /// → rate limit (429) → route (404/405) → validation against openapi.yaml (422). Only requests that
 /// pass every check reach the generated routes, with their `RequestContext`.
 pub async fn gate<E: Endpoint>(next: Arc<E>, req: Request, state: AppState) -> poem::Result<Response> {

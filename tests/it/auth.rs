@@ -1,4 +1,5 @@
-//! Keys, tenants, sandboxes and account conditions (SPEC.md "Authentication", DESIGN.md §5–6).
+//! Keys, tenants, sandboxes and account conditions (openapi.yaml "Authentication";
+//! docs/architecture.md).
 
 use entity::states::{Role, SubscriptionStatus};
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! The operators' CLI, exactly as DESIGN.md §9 writes it.
+//! The operators' CLI, exactly as the README's "Operators' CLI" writes it.
 
 use std::{
     io::Write,

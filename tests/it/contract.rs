@@ -146,7 +146,7 @@ async fn emitted_spec_matches_openapi_yaml() {
     let mut problems = Vec::new();
     diff("", &serde_json::to_value(&a).unwrap(), &serde_json::to_value(&b).unwrap(), &mut problems);
     assert!(problems.is_empty(), "openapi.yaml and the service disagree:\n{}", problems.join("\n"));
-    assert!(a.len() >= 20, "expected every operation of SPEC.md, found {}", a.len());
+    assert!(a.len() >= 20, "expected every operation of the integration API, found {}", a.len());
 }
 
 #[tokio::test]

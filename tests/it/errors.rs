@@ -1,4 +1,5 @@
-//! Every failure answers JSON in the shapes of DESIGN.md §5, never plain text, never a 500.
+//! Every failure answers JSON in the documented shapes (openapi.yaml, "Errors"), never plain text,
+//! never a 500.
 
 use serde_json::json;
 
