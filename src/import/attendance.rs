@@ -12,7 +12,7 @@ use sea_orm::{ActiveValue::Set, ConnectionTrait, DatabaseConnection, DbErr, Stat
 use uuid::Uuid;
 
 use super::{
-    batch::{Batch, default_facility, field, finish, fresh_rows, missing, run},
+    batch::{Batch, default_facility, field, finish, fresh_rows, missing, planned, run},
     members::member_refs,
     sql::{Legacy, add_counts, insert_new, returned},
 };
@@ -83,9 +83,7 @@ pub async fn attendance(
                 updated_at: Set(at),
             });
         }
-        errors.into_result()?;
-        let fresh = models.len();
-        Ok(((models, at), fresh))
+        planned(errors, models, at)
     };
     let write = |txn: sea_orm::DatabaseTransaction, (models, at): (Vec<attendance::ActiveModel>, DateTime<Utc>)| async move {
         use attendance::Column as C;

@@ -92,6 +92,17 @@ where
     Ok(rows.iter().enumerate().filter(|(_, r)| !existing.contains_key(legacy_id(r))).collect())
 }
 
+/// What a batch's validation hands its write: the rows to insert and their time, with how many
+/// there are; or its 422 when any row has a problem.
+pub(super) type Planned<M> = Result<((Vec<M>, DateTime<Utc>), usize), ApiError>;
+
+/// The end of a validation: the 422 of every problem found, or the rows to write.
+pub(super) fn planned<M>(errors: FieldErrors, models: Vec<M>, at: DateTime<Utc>) -> Planned<M> {
+    errors.into_result()?;
+    let fresh = models.len();
+    Ok(((models, at), fresh))
+}
+
 /// The facility imported members and unattributed entries go to: the gym's oldest.
 pub(super) async fn default_facility(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<Uuid, ApiError> {
     Ok(accounts::first_facility(db, gym_id).await?.ok_or_else(no_facility)?.id)

@@ -9,7 +9,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr};
 use uuid::Uuid;
 
 use super::{
-    batch::{Batch, check_batch_ids, field, finish, no_facility, run},
+    batch::{Batch, check_batch_ids, field, finish, no_facility, planned, run},
     sql::{Legacy, insert_new, lookup, returned},
 };
 use crate::{
@@ -77,10 +77,8 @@ pub async fn members(
             None => return Err(no_facility()),
         };
         let at = now();
-        let models: Vec<member::ActiveModel> =
-            fresh.iter().map(|(_, r)| members::row(gym_id, new_member(r, facility_id), at)).collect();
-        let fresh = models.len();
-        Ok(((models, at), fresh))
+        let models = fresh.iter().map(|(_, r)| members::row(gym_id, new_member(r, facility_id), at)).collect();
+        planned(FieldErrors::new(), models, at)
     };
     let write = |txn: sea_orm::DatabaseTransaction, (models, at): (Vec<member::ActiveModel>, DateTime<Utc>)| async move {
         use member::Column as C;

@@ -6,7 +6,7 @@ use sea_orm::{ActiveValue::Set, DatabaseConnection};
 use uuid::Uuid;
 
 use super::{
-    batch::{Batch, field, finish, fresh_rows, missing, run},
+    batch::{Batch, field, finish, fresh_rows, missing, planned, run},
     members::member_refs,
     plans::plan_refs,
     sql::{Legacy, insert_new},
@@ -64,9 +64,7 @@ pub async fn memberships(
                 updated_at: Set(at),
             });
         }
-        errors.into_result()?;
-        let fresh = models.len();
-        Ok(((models, at), fresh))
+        planned(errors, models, at)
     };
     let write = |txn: sea_orm::DatabaseTransaction,
                  (models, at): (Vec<member_membership::ActiveModel>, DateTime<Utc>)| async move {

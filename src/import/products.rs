@@ -12,7 +12,7 @@ use sea_orm::{ActiveValue::Set, ConnectionTrait, DatabaseConnection, DbErr};
 use uuid::Uuid;
 
 use super::{
-    batch::{Batch, check_batch_ids, field, fresh_rows, missing, run, write_counted},
+    batch::{Batch, check_batch_ids, field, fresh_rows, missing, planned, run, write_counted},
     members::member_refs,
     sql::{Legacy, lookup},
 };
@@ -53,8 +53,7 @@ pub async fn products(
                 updated_at: Set(at),
             })
             .collect();
-        let fresh = models.len();
-        Ok(((models, at), fresh))
+        planned(FieldErrors::new(), models, at)
     };
     let write = |txn, (models, at): (Vec<product::ActiveModel>, DateTime<Utc>)| {
         use product::Column as C;
@@ -130,9 +129,7 @@ pub async fn purchases(
                 updated_at: Set(at),
             });
         }
-        errors.into_result()?;
-        let fresh = models.len();
-        Ok(((models, at), fresh))
+        planned(errors, models, at)
     };
     let write = |txn, (models, at): (Vec<purchase::ActiveModel>, DateTime<Utc>)| {
         use purchase::Column as C;
