@@ -237,10 +237,7 @@ pub async fn check(
         }
     }
     if let Some(fid) = facility_id {
-        let found = entity::facility::Entity::find_by_id(fid)
-            .filter(entity::facility::Column::GymId.eq(gym_id))
-            .one(db)
-            .await?;
+        let found = entity::facility::Entity::find_by_id((gym_id, fid)).one(db).await?;
         if found.is_none() {
             errors.add("facility_id", "The selected facility_id is not a facility of this gym.");
         }

@@ -7,8 +7,9 @@ use crate::states::*;
 #[sea_orm(table_name = "attendance")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: Uuid,
     pub gym_id: Uuid,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
     pub facility_id: Uuid,
     pub member_id: Option<Uuid>,
     /// `check_in` or `access`.

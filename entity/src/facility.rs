@@ -5,8 +5,9 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "facilities")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: Uuid,
     pub gym_id: Uuid,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
     pub name: String,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,

@@ -5,8 +5,9 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "member_memberships")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: Uuid,
     pub gym_id: Uuid,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
     pub member_id: Uuid,
     /// Exactly one of the two plan references is set.
     pub membership_plan_id: Option<Uuid>,

@@ -7,8 +7,9 @@ use crate::states::*;
 #[sea_orm(table_name = "purchases")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: Uuid,
     pub gym_id: Uuid,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
     pub member_id: Option<Uuid>,
     pub product_id: Option<Uuid>,
     pub description: String,

@@ -7,8 +7,9 @@ use crate::states::*;
 #[sea_orm(table_name = "subscription_plans")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: Uuid,
     pub gym_id: Uuid,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
     pub name: String,
     pub description: Option<String>,
     pub price_amount: i64,

@@ -7,8 +7,9 @@ use crate::states::*;
 #[sea_orm(table_name = "webhook_deliveries")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: Uuid,
     pub gym_id: Uuid,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
     pub endpoint_id: Uuid,
     pub event_id: Uuid,
     pub event_type: String,

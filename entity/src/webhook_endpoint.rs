@@ -4,10 +4,11 @@ use sea_orm::entity::prelude::*;
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "webhook_endpoints")]
 pub struct Model {
+    /// The gym or sandbox whose events it receives.
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub gym_id: Uuid,
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: Uuid,
-    /// The gym or sandbox whose events it receives.
-    pub gym_id: Uuid,
     pub url: String,
     /// Subscribed event types, comma-separated; `None` for all.
     pub event_types: Option<String>,

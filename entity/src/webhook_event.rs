@@ -5,8 +5,9 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "webhook_events")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: Uuid,
     pub gym_id: Uuid,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
     /// For example `member.created`.
     pub event_type: String,
     /// The event envelope as sent, JSON.

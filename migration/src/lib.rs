@@ -1,4 +1,5 @@
-//! Schema migrations of gymapi. The same migrations run on SQLite and PostgreSQL.
+//! Schema migrations of gymapi. The same migrations run on SQLite and PostgreSQL; [`tenancy`] says
+//! which tables hold one gym's data and partitions them by gym on PostgreSQL.
 
 pub use sea_orm_migration::prelude::*;
 
@@ -12,6 +13,8 @@ mod m20261123_000007_tenant_search_index;
 mod m20261123_000008_member_facility_key;
 mod m20261124_000009_sqlite_search_cover;
 mod m20261124_000010_counter_shards;
+mod m20261125_000011_tenant_keys;
+pub mod tenancy;
 
 pub struct Migrator;
 
@@ -29,6 +32,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000008_member_facility_key::Migration),
             Box::new(m20261124_000009_sqlite_search_cover::Migration),
             Box::new(m20261124_000010_counter_shards::Migration),
+            Box::new(m20261125_000011_tenant_keys::Migration),
         ]
     }
 }

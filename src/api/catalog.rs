@@ -94,8 +94,8 @@ impl MembershipsApi for Handlers {
         ctx: &RequestContext,
         p: GetMembershipPlanParams,
     ) -> Result<GetMembershipPlanResponse, ApiError> {
-        use membership_plan::{Column, Entity};
-        let m = find_in_gym::<Entity>(self.db(), Column::GymId, ctx.tenant.gym_id, "membership plan", &p.id).await?;
+        use membership_plan::Entity;
+        let m = find_in_gym::<Entity>(self.db(), ctx.tenant.gym_id, "membership plan", &p.id).await?;
         Ok(GetMembershipPlanResponse::Ok(Json(membership_plan(m))))
     }
 }
@@ -121,8 +121,8 @@ impl SubscriptionsApi for Handlers {
         ctx: &RequestContext,
         p: GetSubscriptionPlanParams,
     ) -> Result<GetSubscriptionPlanResponse, ApiError> {
-        use subscription_plan::{Column, Entity};
-        let m = find_in_gym::<Entity>(self.db(), Column::GymId, ctx.tenant.gym_id, "subscription plan", &p.id).await?;
+        use subscription_plan::Entity;
+        let m = find_in_gym::<Entity>(self.db(), ctx.tenant.gym_id, "subscription plan", &p.id).await?;
         Ok(GetSubscriptionPlanResponse::Ok(Json(subscription_plan(m))))
     }
 }
@@ -147,8 +147,8 @@ impl ProductsApi for Handlers {
     }
 
     async fn get_product(&self, ctx: &RequestContext, p: GetProductParams) -> Result<GetProductResponse, ApiError> {
-        use product::{Column, Entity};
-        let m = find_in_gym::<Entity>(self.db(), Column::GymId, ctx.tenant.gym_id, "product", &p.id).await?;
+        use product::Entity;
+        let m = find_in_gym::<Entity>(self.db(), ctx.tenant.gym_id, "product", &p.id).await?;
         Ok(GetProductResponse::Ok(Json(product(m))))
     }
 }
@@ -178,8 +178,8 @@ impl PurchasesApi for Handlers {
     }
 
     async fn get_purchase(&self, ctx: &RequestContext, p: GetPurchaseParams) -> Result<GetPurchaseResponse, ApiError> {
-        use purchase::{Column, Entity};
-        let m = find_in_gym::<Entity>(self.db(), Column::GymId, ctx.tenant.gym_id, "purchase", &p.id).await?;
+        use purchase::Entity;
+        let m = find_in_gym::<Entity>(self.db(), ctx.tenant.gym_id, "purchase", &p.id).await?;
         Ok(GetPurchaseResponse::Ok(Json(purchase(m))))
     }
 }

@@ -46,7 +46,7 @@ fn like_pattern(term: &str) -> String {
 }
 
 async fn find(db: &impl ConnectionTrait, gym_id: Uuid, id: &str) -> Result<member::Model, ApiError> {
-    find_in_gym::<member::Entity>(db, member::Column::GymId, gym_id, KIND, id).await
+    find_in_gym::<member::Entity>(db, gym_id, KIND, id).await
 }
 
 /// What `search` matches. On PostgreSQL the pattern is written into the statement as a literal.

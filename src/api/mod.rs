@@ -10,7 +10,7 @@ mod statistics;
 mod webhooks;
 
 use crate::openapi::Money;
-use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PrimaryKeyTrait, QueryFilter};
+use sea_orm::{ConnectionTrait, DbBackend, EntityTrait, PrimaryKeyTrait};
 use std::{
     collections::HashMap,
     sync::{Arc, LazyLock, RwLock},
@@ -40,25 +40,20 @@ fn parse_id(kind: &str, id: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(id).map_err(|_| ApiError::not_found(kind, id))
 }
 
-/// The record `id` of the tenant's gym, or 404 naming the `kind` (also for another gym's record).
+/// The record `id` of the tenant's gym, or 404 naming the `kind` (also for another gym's record),
+/// by the table's primary key `(gym_id, id)`.
 ///
-/// The statement is the one sea-orm writes for `find_by_id(id).filter(gym = ..).one()`, built once
-/// per table and backend and then reused with the request's values: building it with sea-query on
-/// every request was about 8% of the server's `perf` samples on `GET /members/{id}`.
-async fn find_in_gym<E>(
-    db: &impl ConnectionTrait,
-    gym_column: E::Column,
-    gym_id: Uuid,
-    kind: &str,
-    id: &str,
-) -> Result<E::Model, ApiError>
+/// The statement is the one sea-orm writes for `find_by_id((gym, id)).one()`, built once per table
+/// and backend and then reused with the request's values: building it with sea-query on every
+/// request was about 8% of the server's `perf` samples on `GET /members/{id}`.
+async fn find_in_gym<E>(db: &impl ConnectionTrait, gym_id: Uuid, kind: &str, id: &str) -> Result<E::Model, ApiError>
 where
     E: EntityTrait + 'static,
-    <E::PrimaryKey as PrimaryKeyTrait>::ValueType: From<Uuid>,
+    <E::PrimaryKey as PrimaryKeyTrait>::ValueType: From<(Uuid, Uuid)>,
 {
     let uuid = parse_id(kind, id)?;
     let backend = db.get_database_backend();
-    let (sql, slots) = find_statement::<E>(gym_column, backend);
+    let (sql, slots) = find_statement::<E>(backend);
     let values = slots.iter().map(|slot| match slot {
         Slot::Id => uuid.into(),
         Slot::Gym => gym_id.into(),
@@ -88,24 +83,22 @@ enum Slot {
     Fixed(sea_orm::Value),
 }
 
-/// Per table and backend: the gym column the statement was built for, its text and its values.
-type FindStatements = HashMap<(std::any::TypeId, bool), (Box<str>, Arc<str>, Arc<[Slot]>)>;
+/// Per table and backend: the statement's text and its values.
+type FindStatements = HashMap<(std::any::TypeId, bool), (Arc<str>, Arc<[Slot]>)>;
 static FIND_STATEMENTS: LazyLock<RwLock<FindStatements>> = LazyLock::new(Default::default);
 
 /// The text and values of `find_in_gym`'s statement, the stand-ins found once when it is built.
-fn find_statement<E>(gym_column: E::Column, backend: DbBackend) -> (Arc<str>, Arc<[Slot]>)
+fn find_statement<E>(backend: DbBackend) -> (Arc<str>, Arc<[Slot]>)
 where
     E: EntityTrait + 'static,
-    <E::PrimaryKey as PrimaryKeyTrait>::ValueType: From<Uuid>,
+    <E::PrimaryKey as PrimaryKeyTrait>::ValueType: From<(Uuid, Uuid)>,
 {
-    use sea_orm::{IdenStatic, QuerySelect, QueryTrait};
+    use sea_orm::{QuerySelect, QueryTrait};
     let key = (std::any::TypeId::of::<E>(), backend == DbBackend::Postgres);
-    if let Some((column, sql, values)) = FIND_STATEMENTS.read().unwrap_or_else(|e| e.into_inner()).get(&key)
-        && **column == *gym_column.as_str()
-    {
+    if let Some((sql, values)) = FIND_STATEMENTS.read().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return (sql.clone(), values.clone());
     }
-    let built = E::find_by_id(ID_SLOT).filter(gym_column.eq(GYM_SLOT)).limit(1).build(backend);
+    let built = E::find_by_id((GYM_SLOT, ID_SLOT)).limit(1).build(backend);
     let (id, gym) = (sea_orm::Value::from(ID_SLOT), sea_orm::Value::from(GYM_SLOT));
     let values: Arc<[Slot]> = built
         .values
@@ -119,10 +112,7 @@ where
         })
         .collect();
     let sql = Arc::<str>::from(built.sql);
-    FIND_STATEMENTS
-        .write()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(key, (gym_column.as_str().into(), sql.clone(), values.clone()));
+    FIND_STATEMENTS.write().unwrap_or_else(|e| e.into_inner()).insert(key, (sql.clone(), values.clone()));
     (sql, values)
 }
 

@@ -80,7 +80,7 @@ impl WebhooksApi for Handlers {
         ctx: &RequestContext,
         p: GetWebhookDeliveryParams,
     ) -> Result<GetWebhookDeliveryResponse, ApiError> {
-        let d = find_in_gym::<Entity>(self.db(), Column::GymId, ctx.tenant.gym_id, KIND, &p.id).await?;
+        let d = find_in_gym::<Entity>(self.db(), ctx.tenant.gym_id, KIND, &p.id).await?;
         Ok(GetWebhookDeliveryResponse::Ok(Json(delivery(d))))
     }
 

@@ -18,7 +18,7 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
-use entity::{webhook_delivery, webhook_endpoint, webhook_event};
+use entity::{states::DeliveryStatus, webhook_delivery, webhook_endpoint, webhook_event};
 use futures_util::future::join_all;
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, QueryFilter, Statement,
@@ -143,44 +143,32 @@ impl Dispatcher {
             return Ok(0);
         }
         let n = claimed.len();
-        let mut by_endpoint: HashMap<Uuid, Vec<webhook_delivery::Model>> = HashMap::new();
+        // An endpoint belongs to one gym: a group is one gym's, and every statement below names it.
+        let mut by_endpoint: HashMap<(Uuid, Uuid), Vec<webhook_delivery::Model>> = HashMap::new();
         for d in claimed {
-            by_endpoint.entry(d.endpoint_id).or_default().push(d);
+            by_endpoint.entry((d.gym_id, d.endpoint_id)).or_default().push(d);
         }
-        let mut release = Vec::new();
-        for group in by_endpoint.values_mut() {
+        let mut release: HashMap<Uuid, Vec<Uuid>> = HashMap::new();
+        for ((gym, _), group) in &mut by_endpoint {
             group.sort_by_key(|d| (d.created_at, d.id));
             if group.len() > PER_ENDPOINT {
-                release.extend(group.drain(PER_ENDPOINT..).map(|d| d.id));
+                release.entry(*gym).or_default().extend(group.drain(PER_ENDPOINT..).map(|d| d.id));
             }
         }
-        if !release.is_empty() {
+        for (gym, ids) in release {
             webhook_delivery::Entity::update_many()
                 .col_expr(
                     webhook_delivery::Column::ClaimedUntil,
                     sea_orm::sea_query::Expr::value(Option::<DateTime<Utc>>::None),
                 )
-                .filter(webhook_delivery::Column::Id.is_in(release))
+                .filter(webhook_delivery::Column::GymId.eq(gym))
+                .filter(webhook_delivery::Column::Id.is_in(ids))
                 .exec(&self.db)
                 .await?;
         }
-        let endpoints: HashMap<Uuid, webhook_endpoint::Model> = webhook_endpoint::Entity::find()
-            .filter(webhook_endpoint::Column::Id.is_in(by_endpoint.keys().copied()))
-            .all(&self.db)
-            .await?
-            .into_iter()
-            .map(|e| (e.id, e))
-            .collect();
-        let event_ids: Vec<Uuid> = by_endpoint.values().flatten().map(|d| d.event_id).collect();
-        let events: HashMap<Uuid, webhook_event::Model> = webhook_event::Entity::find()
-            .filter(webhook_event::Column::Id.is_in(event_ids))
-            .all(&self.db)
-            .await?
-            .into_iter()
-            .map(|e| (e.id, e))
-            .collect();
-        let sends = by_endpoint.into_iter().map(|(endpoint_id, group)| {
-            let endpoint = endpoints.get(&endpoint_id);
+        let (endpoints, events) = self.load(&by_endpoint).await?;
+        let sends = by_endpoint.into_iter().map(|(key, group)| {
+            let endpoint = endpoints.get(&key);
             let events = &events;
             async move {
                 for d in group {
@@ -194,47 +182,91 @@ impl Dispatcher {
         Ok(n)
     }
 
-    /// Leases up to [`CLAIM`] due deliveries, oldest due first. An idle poll is one indexed read
-    /// (no write lock on SQLite, no row locks on PostgreSQL).
+    /// The endpoints and events of the claimed deliveries, by `(gym, id)`: one statement of each
+    /// kind per gym.
+    #[allow(clippy::type_complexity)]
+    async fn load(
+        &self,
+        groups: &HashMap<(Uuid, Uuid), Vec<webhook_delivery::Model>>,
+    ) -> Result<(HashMap<(Uuid, Uuid), webhook_endpoint::Model>, HashMap<(Uuid, Uuid), webhook_event::Model>), DbErr>
+    {
+        let mut by_gym: HashMap<Uuid, (Vec<Uuid>, Vec<Uuid>)> = HashMap::new();
+        for ((gym, endpoint), group) in groups {
+            let (endpoints, events) = by_gym.entry(*gym).or_default();
+            endpoints.push(*endpoint);
+            events.extend(group.iter().map(|d| d.event_id));
+        }
+        let (mut endpoints, mut events) = (HashMap::new(), HashMap::new());
+        for (gym, (endpoint_ids, event_ids)) in by_gym {
+            let found = webhook_endpoint::Entity::find()
+                .filter(webhook_endpoint::Column::GymId.eq(gym))
+                .filter(webhook_endpoint::Column::Id.is_in(endpoint_ids))
+                .all(&self.db)
+                .await?;
+            endpoints.extend(found.into_iter().map(|e| ((e.gym_id, e.id), e)));
+            let found = webhook_event::Entity::find()
+                .filter(webhook_event::Column::GymId.eq(gym))
+                .filter(webhook_event::Column::Id.is_in(event_ids))
+                .all(&self.db)
+                .await?;
+            events.extend(found.into_iter().map(|e| ((e.gym_id, e.id), e)));
+        }
+        Ok((endpoints, events))
+    }
+
+    /// Leases up to [`CLAIM`] due deliveries, oldest due first, gym by gym: one read finds the gyms
+    /// with due deliveries (an idle poll is that one indexed read: no write lock on SQLite, no row
+    /// locks on PostgreSQL), then each gym's are leased by a statement of their own, so no lease
+    /// locks rows of two gyms (on a database distributed by gym, two nodes; see docs/scaling.md).
     async fn claim(&self) -> Result<Vec<webhook_delivery::Model>, DbErr> {
-        use sea_orm::{PaginatorTrait, QuerySelect};
         let backend = self.db.get_database_backend();
         let at = now();
-        let due = webhook_delivery::Entity::find()
-            .select_only()
-            .column(webhook_delivery::Column::Id)
-            .filter(webhook_delivery::Column::Status.eq("pending"))
-            .filter(webhook_delivery::Column::NextAttemptAt.lte(at))
-            .limit(1)
-            .count(&self.db)
-            .await?;
-        if due == 0 {
-            return Ok(Vec::new());
-        }
+        let due = placeholders(
+            backend,
+            "SELECT gym_id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? \
+             AND (claimed_until IS NULL OR claimed_until < ?) GROUP BY gym_id ORDER BY MIN(next_attempt_at) LIMIT ?",
+        );
+        let due = Statement::from_sql_and_values(backend, due, [at.into(), at.into(), CLAIM.into()]);
+        let gyms: Vec<Uuid> = self
+            .db
+            .query_all(due)
+            .await?
+            .iter()
+            .map(|row| row.try_get::<Uuid>("", "gym_id"))
+            .collect::<Result<_, _>>()?;
         let until = at + chrono::Duration::from_std(LEASE).unwrap_or_default();
         let lock = if backend == DbBackend::Postgres { " FOR UPDATE SKIP LOCKED" } else { "" };
         let sql = placeholders(
             backend,
             &format!(
-                "UPDATE webhook_deliveries SET claimed_until = ? WHERE id IN (\
-                 SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? \
+                "UPDATE webhook_deliveries SET claimed_until = ? WHERE gym_id = ? AND id IN (\
+                 SELECT id FROM webhook_deliveries WHERE gym_id = ? AND status = 'pending' AND next_attempt_at <= ? \
                  AND (claimed_until IS NULL OR claimed_until < ?) ORDER BY next_attempt_at, id LIMIT ?{lock}) \
                  RETURNING *"
             ),
         );
-        let stmt = Statement::from_sql_and_values(backend, sql, [until.into(), at.into(), at.into(), CLAIM.into()]);
-        webhook_delivery::Entity::find().from_raw_sql(stmt).all(&self.db).await
+        let mut claimed = Vec::new();
+        for gym in gyms {
+            let room = CLAIM - i64::try_from(claimed.len()).unwrap_or(CLAIM);
+            if room <= 0 {
+                break;
+            }
+            let values = [until.into(), gym.into(), gym.into(), at.into(), at.into(), room.into()];
+            let stmt = Statement::from_sql_and_values(backend, sql.clone(), values);
+            claimed.extend(webhook_delivery::Entity::find().from_raw_sql(stmt).all(&self.db).await?);
+        }
+        Ok(claimed)
     }
 
     async fn deliver(
         &self,
         d: webhook_delivery::Model,
         endpoint: Option<&webhook_endpoint::Model>,
-        events: &HashMap<Uuid, webhook_event::Model>,
+        events: &HashMap<(Uuid, Uuid), webhook_event::Model>,
     ) -> Result<(), DbErr> {
         let started = Instant::now();
         let attempted_at = now();
-        let (outcome, gone) = match (endpoint, events.get(&d.event_id)) {
+        let (outcome, gone) = match (endpoint, events.get(&(d.gym_id, d.event_id))) {
             (None, _) => (Outcome::failed("The endpoint no longer exists.", started), true),
             (Some(e), _) if !e.enabled => (Outcome::failed("The endpoint is disabled.", started), true),
             (_, None) => (Outcome::failed("The event no longer exists.", started), true),
@@ -301,6 +333,7 @@ impl Dispatcher {
                 Expr::value("The endpoint answered 410 Gone.".to_string()),
             )
             .col_expr(webhook_endpoint::Column::UpdatedAt, Expr::value(now()))
+            .filter(webhook_endpoint::Column::GymId.eq(e.gym_id))
             .filter(webhook_endpoint::Column::Id.eq(e.id))
             .exec(&self.db)
             .await?;
@@ -338,17 +371,20 @@ impl Dispatcher {
         let retry = usize::try_from(count).ok().and_then(|n| self.schedule.get(n.saturating_sub(1)));
         let at = now();
         let (status, next) = match (delivered, gone, retry) {
-            (true, _, _) => ("delivered", None),
-            (false, false, Some(wait)) => ("pending", Some(at + chrono::Duration::from_std(*wait).unwrap_or_default())),
-            _ => ("failed", None),
+            (true, _, _) => (DeliveryStatus::Delivered, None),
+            (false, false, Some(wait)) => {
+                (DeliveryStatus::Pending, Some(at + chrono::Duration::from_std(*wait).unwrap_or_default()))
+            }
+            _ => (DeliveryStatus::Failed, None),
         };
         let updated = webhook_delivery::Entity::update_many()
-            .col_expr(C::Status, Expr::value(status))
+            .col_expr(C::Status, Expr::value(status.as_str()))
             .col_expr(C::Attempts, Expr::value(attempts.clone()))
             .col_expr(C::AttemptCount, Expr::value(count))
             .col_expr(C::NextAttemptAt, Expr::value(next))
             .col_expr(C::ClaimedUntil, Expr::value(Option::<DateTime<Utc>>::None))
             .col_expr(C::UpdatedAt, Expr::value(at))
+            .filter(C::GymId.eq(d.gym_id))
             .filter(C::Id.eq(d.id))
             .filter(C::UpdatedAt.eq(d.updated_at))
             .exec(&self.db)
@@ -359,6 +395,7 @@ impl Dispatcher {
                 .col_expr(C::Attempts, Expr::value(attempts))
                 .col_expr(C::AttemptCount, Expr::value(count))
                 .col_expr(C::ClaimedUntil, Expr::value(Option::<DateTime<Utc>>::None))
+                .filter(C::GymId.eq(d.gym_id))
                 .filter(C::Id.eq(d.id))
                 .exec(&self.db)
                 .await?;

@@ -317,13 +317,13 @@ pub async fn list_endpoints(
     gym_id: Uuid,
 ) -> accounts::Result<Vec<webhook_endpoint::Model>> {
     actor.require_view(gym_id)?;
-    let gyms = accounts::with_sandbox(db, gym_id).await?;
-    Ok(webhook_endpoint::Entity::find()
-        .filter(webhook_endpoint::Column::GymId.is_in(gyms))
-        .order_by_asc(webhook_endpoint::Column::CreatedAt)
-        .order_by_asc(webhook_endpoint::Column::Id)
-        .all(db)
-        .await?)
+    let mut all = Vec::new();
+    // One statement per gym: no statement reads two gyms (docs/scaling.md).
+    for gym in accounts::with_sandbox(db, gym_id).await? {
+        all.extend(webhook_endpoint::Entity::find().filter(webhook_endpoint::Column::GymId.eq(gym)).all(db).await?);
+    }
+    all.sort_by_key(|e| (e.created_at, e.id));
+    Ok(all)
 }
 
 /// An endpoint the actor may manage (of their gym or its sandbox).
@@ -332,8 +332,22 @@ pub async fn find_endpoint(
     actor: &Actor,
     id: Uuid,
 ) -> accounts::Result<webhook_endpoint::Model> {
-    let e =
-        webhook_endpoint::Entity::find_by_id(id).one(db).await?.ok_or(AccountError::NotFound("webhook endpoint"))?;
+    let found = match actor {
+        // A gym user's endpoints are their gym's or its sandbox's: one lookup by key in each.
+        Actor::User(u) => {
+            let mut found = None;
+            for gym in accounts::with_sandbox(db, u.gym_id).await? {
+                found = webhook_endpoint::Entity::find_by_id((gym, id)).one(db).await?;
+                if found.is_some() {
+                    break;
+                }
+            }
+            found
+        }
+        // An operator names an endpoint by its id alone: a lookup across gyms (docs/scaling.md).
+        Actor::Operator => webhook_endpoint::Entity::find().filter(webhook_endpoint::Column::Id.eq(id)).one(db).await?,
+    };
+    let e = found.ok_or(AccountError::NotFound("webhook endpoint"))?;
     let gym = accounts::find_gym(db, e.gym_id).await?;
     let owner = gym.parent_gym_id.unwrap_or(gym.id);
     actor.require(Permission::SettingsManage, owner).map_err(|err| match err {
@@ -380,7 +394,7 @@ pub async fn delete_endpoint(db: &DatabaseConnection, actor: &Actor, id: Uuid) -
         .filter(webhook_delivery::Column::EndpointId.eq(e.id))
         .exec(&txn)
         .await?;
-    webhook_endpoint::Entity::delete_by_id(e.id).exec(&txn).await?;
+    webhook_endpoint::Entity::delete_by_id((e.gym_id, e.id)).exec(&txn).await?;
     txn.commit().await?;
     Ok(())
 }
@@ -411,7 +425,7 @@ pub async fn redeliver(
     use webhook_delivery::Column as C;
     let at = now();
     let updated = webhook_delivery::Entity::update_many()
-        .col_expr(C::Status, Expr::value("pending"))
+        .col_expr(C::Status, Expr::value(DeliveryStatus::Pending.as_str()))
         .col_expr(C::NextAttemptAt, Expr::value(Some(at)))
         .col_expr(C::UpdatedAt, Expr::value(at))
         .filter(C::GymId.eq(gym_id))
@@ -421,7 +435,7 @@ pub async fn redeliver(
     if updated.rows_affected == 0 {
         return Ok(None);
     }
-    webhook_delivery::Entity::find_by_id(delivery_id).filter(C::GymId.eq(gym_id)).one(db).await
+    webhook_delivery::Entity::find_by_id((gym_id, delivery_id)).one(db).await
 }
 
 /// The newest deliveries of a gym and of its sandbox, for the settings area.
@@ -433,14 +447,21 @@ pub async fn recent_deliveries(
 ) -> accounts::Result<Vec<webhook_delivery::Model>> {
     use sea_orm::QuerySelect;
     actor.require_view(gym_id)?;
-    let gyms = accounts::with_sandbox(db, gym_id).await?;
-    Ok(webhook_delivery::Entity::find()
-        .filter(webhook_delivery::Column::GymId.is_in(gyms))
-        .order_by_desc(webhook_delivery::Column::CreatedAt)
-        .order_by_desc(webhook_delivery::Column::Id)
-        .limit(limit)
-        .all(db)
-        .await?)
+    let mut all = Vec::new();
+    for gym in accounts::with_sandbox(db, gym_id).await? {
+        all.extend(
+            webhook_delivery::Entity::find()
+                .filter(webhook_delivery::Column::GymId.eq(gym))
+                .order_by_desc(webhook_delivery::Column::CreatedAt)
+                .order_by_desc(webhook_delivery::Column::Id)
+                .limit(limit)
+                .all(db)
+                .await?,
+        );
+    }
+    all.sort_by_key(|d| std::cmp::Reverse((d.created_at, d.id)));
+    all.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    Ok(all)
 }
 
 /// Deliveries per day (UTC) of the last `days` days by outcome: `(day, delivered, pending,
@@ -454,25 +475,28 @@ pub async fn daily_outcomes(
     let today = Utc::now().date_naive();
     let first = today - Duration::days(days - 1);
     let since = first.and_hms_opt(0, 0, 0).map(|t| t.and_utc()).unwrap_or_else(Utc::now);
-    let gyms = accounts::with_sandbox(db, gym_id).await?;
-    let rows: Vec<(DateTime<Utc>, String)> = webhook_delivery::Entity::find()
-        .select_only()
-        .column(webhook_delivery::Column::CreatedAt)
-        .column(webhook_delivery::Column::Status)
-        .filter(webhook_delivery::Column::GymId.is_in(gyms))
-        .filter(webhook_delivery::Column::CreatedAt.gte(since))
-        .into_tuple()
-        .all(db)
-        .await?;
+    let mut rows: Vec<(DateTime<Utc>, DeliveryStatus)> = Vec::new();
+    for gym in accounts::with_sandbox(db, gym_id).await? {
+        let found: Vec<(DateTime<Utc>, DeliveryStatus)> = webhook_delivery::Entity::find()
+            .select_only()
+            .column(webhook_delivery::Column::CreatedAt)
+            .column(webhook_delivery::Column::Status)
+            .filter(webhook_delivery::Column::GymId.eq(gym))
+            .filter(webhook_delivery::Column::CreatedAt.gte(since))
+            .into_tuple()
+            .all(db)
+            .await?;
+        rows.extend(found);
+    }
     let mut out: Vec<(chrono::NaiveDate, i64, i64, i64)> =
         (0..days).map(|i| (first + Duration::days(i), 0, 0, 0)).collect();
     for (at, status) in rows {
         let Ok(i) = usize::try_from((at.date_naive() - first).num_days()) else { continue };
         let Some(day) = out.get_mut(i) else { continue };
-        match status.as_str() {
-            "delivered" => day.1 += 1,
-            "failed" => day.3 += 1,
-            _ => day.2 += 1,
+        match status {
+            DeliveryStatus::Delivered => day.1 += 1,
+            DeliveryStatus::Failed => day.3 += 1,
+            DeliveryStatus::Pending => day.2 += 1,
         }
     }
     Ok(out)
