@@ -2,7 +2,7 @@
 PG ?= postgres://postgres@127.0.0.1:5432/test
 REDIS ?= redis://127.0.0.1:6379
 
-.PHONY: fmt lint layout test test-pg openapi-check generated serve ci
+.PHONY: fmt lint layout test test-pg test-partitioned openapi-check generated serve ci
 fmt:
 	cargo fmt --all
 lint: layout
@@ -14,6 +14,8 @@ test:
 	cargo test --workspace
 test-pg:
 	TEST_DATABASE_URL=$(PG) TEST_REDIS_URL=$(REDIS) cargo test --workspace
+test-partitioned:
+	TEST_DATABASE_URL=$(PG) TEST_REDIS_URL=$(REDIS) TEST_PARTITIONS=8 cargo test --workspace
 openapi-check:
 	cargo test --test it contract
 generated:

@@ -5,7 +5,7 @@ mod statements;
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
-use migration::{Migrator, MigratorTrait};
+use migration::{Migrator, MigratorTrait, tenancy};
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, DbErr, ExecResult, QueryResult, Statement,
 };
@@ -131,9 +131,23 @@ impl ConnectionTrait for Db {
     }
 }
 
-/// Applies pending migrations.
+/// Applies pending migrations. On a PostgreSQL whose tenant tables are partitioned by gym, the
+/// tenant tables the migrations just created are partitioned the same way.
 pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
-    Migrator::up(db, None).await.context("migrations failed")
+    Migrator::up(db, None).await.context("migrations failed")?;
+    if let Some(n) = tenancy::partitions(db).await? {
+        tenancy::partition_by_gym(db, n).await.context("partitioning the new tenant tables failed")?;
+    }
+    Ok(())
+}
+
+/// Hash-partitions every tenant table by `gym_id` in `partitions` partitions (PostgreSQL; see
+/// docs/scaling.md). Rows are kept; tables already partitioned are left as they are.
+pub async fn partition(db: &DatabaseConnection, partitions: u32) -> anyhow::Result<()> {
+    if let Some(n) = tenancy::partitions(db).await?.filter(|n| *n != partitions) {
+        anyhow::bail!("the tenant tables already have {n} partitions; repartitioning is not supported");
+    }
+    tenancy::partition_by_gym(db, partitions).await.context("partitioning the tenant tables failed")
 }
 
 /// The URL without its password, for messages.

@@ -77,11 +77,14 @@ async fn partition_table(db: &impl ConnectionTrait, table: &str, modulus: u32) -
         return Ok(());
     }
     // What must be made again on the new table: its constraints (primary key, unique, foreign
-    // keys), the indexes that no constraint owns, and the foreign keys of other tables to it.
+    // keys), the indexes that no constraint owns, and the foreign keys of other tables to it. A
+    // foreign key to a partitioned table has a constraint per partition under it (`conparentid`):
+    // those come back with their parent.
     let own = strings(
         db,
         "SELECT CAST(conname AS TEXT) AS name, pg_get_constraintdef(oid) AS def FROM pg_constraint \
-         WHERE conrelid = CAST($1 AS regclass) AND contype IN ('p', 'u', 'f') ORDER BY contype DESC, conname",
+         WHERE conrelid = CAST($1 AS regclass) AND contype IN ('p', 'u', 'f') AND conparentid = 0 \
+         ORDER BY contype DESC, conname",
         table,
         &["name", "def"],
     )
@@ -98,7 +101,8 @@ async fn partition_table(db: &impl ConnectionTrait, table: &str, modulus: u32) -
         db,
         "SELECT CAST(conname AS TEXT) AS name, CAST(CAST(conrelid AS regclass) AS TEXT) AS source, \
          pg_get_constraintdef(oid) AS def \
-         FROM pg_constraint WHERE confrelid = CAST($1 AS regclass) AND contype = 'f' AND conrelid <> confrelid",
+         FROM pg_constraint WHERE confrelid = CAST($1 AS regclass) AND contype = 'f' AND conrelid <> confrelid \
+         AND conparentid = 0",
         table,
         &["name", "source", "def"],
     )

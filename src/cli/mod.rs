@@ -37,7 +37,12 @@ enum Command {
         demo: bool,
     },
     /// Run pending migrations.
-    Migrate,
+    Migrate {
+        /// Hash-partition every tenant table by gym in this many partitions (PostgreSQL, 2 to 256);
+        /// later migrations keep new tenant tables partitioned the same way.
+        #[arg(long)]
+        partitions: Option<u32>,
+    },
     /// Create the demo gym with data (once) and print a fresh live and test key.
     Demo {
         #[arg(long)]
@@ -169,7 +174,7 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
             print!("{}", crate::contract::DOCUMENT);
             Ok(())
         }
-        Command::Migrate => serve::migrate(&config).await,
+        Command::Migrate { partitions } => serve::migrate(&config, partitions).await,
         Command::Serve { bind, demo } => {
             if let Some(b) = bind {
                 config.bind = b;

@@ -1,11 +1,23 @@
 //! `gymapi serve`, `migrate`, `demo` and `worker`: running the service and what it needs.
 
-use super::{Failure, key_cache, open, print};
+use sea_orm::ConnectionTrait as _;
+
+use super::{Failure, bad_input, key_cache, open, print};
 use crate::{config::Config, db, demo, state::AppState};
 
-pub(super) async fn migrate(config: &Config) -> Result<(), Failure> {
-    open(config).await?;
+pub(super) async fn migrate(config: &Config, partitions: Option<u32>) -> Result<(), Failure> {
+    let db = open(config).await?;
     eprintln!("migrations applied ({})", db::redact(&config.database_url));
+    if let Some(n) = partitions {
+        if db.get_database_backend() != sea_orm::DbBackend::Postgres {
+            return Err(bad_input("--partitions needs PostgreSQL"));
+        }
+        if !(2..=256).contains(&n) {
+            return Err(bad_input("--partitions takes 2 to 256"));
+        }
+        db::partition(&db, n).await?;
+        eprintln!("tenant tables partitioned by gym ({n} partitions)");
+    }
     Ok(())
 }
 

@@ -14,6 +14,7 @@ mod import;
 mod limits;
 mod members;
 mod resources;
+mod schema;
 mod service;
 mod settings;
 mod webhooks;

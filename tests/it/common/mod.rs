@@ -60,6 +60,14 @@ fn init_logs() {
     });
 }
 
+/// With `TEST_PARTITIONS=N` (and `TEST_DATABASE_URL`), every test's tenant tables are
+/// hash-partitioned by gym in N partitions, as `gymapi migrate --partitions N` makes them.
+pub fn partitions() -> Option<u32> {
+    let n = std::env::var("TEST_PARTITIONS").ok()?.parse().expect("TEST_PARTITIONS must be a number");
+    assert!(on_postgres(), "TEST_PARTITIONS needs TEST_DATABASE_URL (PostgreSQL)");
+    Some(n)
+}
+
 /// Which backend the suite runs on.
 pub fn on_postgres() -> bool {
     std::env::var("TEST_DATABASE_URL").is_ok_and(|u| !u.is_empty())
@@ -177,6 +185,9 @@ impl TestApp {
         configure(&mut config);
         let db = gymapi::db::connect(&config.database_url).await.unwrap();
         gymapi::db::migrate(&db).await.unwrap();
+        if let Some(n) = partitions() {
+            gymapi::db::partition(&db, n).await.unwrap();
+        }
         let state = AppState::new(db.clone(), config.clone()).await.unwrap();
         // As `serve` does: the webhook dispatcher runs beside the API (unless the config says not).
         state.start_background().unwrap();
