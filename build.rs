@@ -1,19 +1,23 @@
-//! Generates the poem-openapi layer of the service from `openapi.yaml`, the contract, into
-//! `$OUT_DIR/api.rs` (included by `src/openapi.rs`), with the `codegen` crate of this workspace.
-//! Anything in the document the generator does not understand stops the build, naming the spot.
-//! `cargo run -q --example generated` prints what was generated.
+//! Generates the poem-openapi layer of the service from its documents, the contract: `openapi.yaml`
+//! (the integration API) into `$OUT_DIR/api.rs`, included by `src/openapi/mod.rs`, and
+//! `openapi-devices.yaml` (the device API) into `$OUT_DIR/devices_api.rs`, included by
+//! `src/openapi/devices.rs`, with the `codegen` crate of this workspace. Anything in a document the
+//! generator does not understand stops the build, naming the spot. `cargo run -q --example generated`
+//! prints what was generated.
 
 use std::{fs, path::PathBuf};
 
 fn main() {
-    println!("cargo:rerun-if-changed=openapi.yaml");
-    let text = fs::read_to_string("openapi.yaml").unwrap_or_else(|e| fail(&format!("cannot read openapi.yaml: {e}")));
-    let source = codegen::generate(&text).unwrap_or_else(|e| fail(&e));
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_else(|_| fail("OUT_DIR is not set")));
-    fs::write(out.join("api.rs"), source).unwrap_or_else(|e| fail(&format!("cannot write api.rs: {e}")));
+    for (document, file) in [("openapi.yaml", "api.rs"), ("openapi-devices.yaml", "devices_api.rs")] {
+        println!("cargo:rerun-if-changed={document}");
+        let text = fs::read_to_string(document).unwrap_or_else(|e| fail(&format!("cannot read {document}: {e}")));
+        let source = codegen::generate(&text).unwrap_or_else(|e| fail(&format!("{document}: {e}")));
+        fs::write(out.join(file), source).unwrap_or_else(|e| fail(&format!("cannot write {file}: {e}")));
+    }
 }
 
 fn fail(msg: &str) -> ! {
     // A panic in a build script is shown with its message; make it say where to look.
-    panic!("\n\nopenapi.yaml → poem-openapi generation failed:\n  {msg}\n\n");
+    panic!("\n\npoem-openapi generation failed:\n  {msg}\n\n");
 }

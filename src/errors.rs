@@ -32,6 +32,19 @@ impl FieldErrors {
         self.0.is_empty()
     }
 
+    /// poem-openapi's own parse failures, by the parameter or body they name.
+    pub fn from_parse(err: &poem::Error) -> Self {
+        let mut errors = Self::new();
+        if let Some(e) = err.downcast_ref::<poem_openapi::error::ParseParamError>() {
+            errors.add(e.name.to_string(), format!("The {} parameter is invalid: {}", e.name, e.reason));
+        } else if let Some(e) = err.downcast_ref::<poem_openapi::error::ParseRequestPayloadError>() {
+            errors.add("body", format!("The request body is invalid: {}", e.reason));
+        } else {
+            errors.add("request", err.to_string());
+        }
+        errors
+    }
+
     /// `Ok(())` when there is nothing to report, else the 422 error.
     pub fn into_result(self) -> Result<(), ApiError> {
         if self.is_empty() { Ok(()) } else { Err(ApiError::Validation(self)) }

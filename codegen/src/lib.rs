@@ -8,7 +8,9 @@
 //!   implement, and `Api<H>`, the `#[OpenApi]` service that routes every operation to them.
 //!
 //! Anything in the document this generator does not understand is an error naming the spot, so the
-//! build stops there. The build script of the `gymapi` crate calls [`generate`].
+//! build stops there. The build script of the `gymapi` crate calls [`generate`] for each of its
+//! documents; the module that includes the output provides `validation_error_from_parse`, which
+//! turns poem-openapi's parse failures into the document's 422 body.
 
 use std::{collections::BTreeMap, fmt::Write as _};
 
@@ -506,7 +508,7 @@ impl<'a> Generator<'a> {
                 quote! {
                     impl #response_ident {
                         fn bad_request(err: poem::Error) -> Self {
-                            Self::UnprocessableEntity(crate::types::wire::Json(crate::openapi::validation_error_from_parse(&err)))
+                            Self::UnprocessableEntity(crate::types::wire::Json(super::validation_error_from_parse(&err)))
                         }
                     }
                 },
