@@ -279,6 +279,8 @@ async fn seed_members(
             country: Some("DE".into()),
             status: if i % 9 == 0 { MemberStatus::Inactive } else { MemberStatus::Active },
             facility_id: facilities[i % 5 / 4],
+            // Every third member has a card for the demo's door.
+            access_card: (i % 3 == 0).then(|| format!("DEMO{i:04}")),
             legacy_id: None,
         };
         members.push(members::row(gym_id, new, created));
@@ -310,6 +312,7 @@ async fn seed_members(
             legacy_id: Set(None),
             created_at: Set(t),
             updated_at: Set(t),
+            device_id: Set(None),
         });
     }
     for (m, (id, _)) in members.iter_mut().zip(&joined) {

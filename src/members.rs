@@ -48,6 +48,7 @@ pub struct NewMember {
     pub country: Option<String>,
     pub status: MemberStatus,
     pub facility_id: Uuid,
+    pub access_card: Option<String>,
     pub legacy_id: Option<String>,
 }
 
@@ -68,6 +69,7 @@ pub fn row(gym_id: Uuid, m: NewMember, at: DateTime<Utc>) -> member::ActiveModel
         city: Set(m.city),
         country: Set(m.country),
         status: Set(m.status),
+        access_card: Set(m.access_card),
         legacy_id: Set(m.legacy_id),
         visits_count: Set(0),
         last_visit_at: Set(None),
@@ -89,6 +91,7 @@ pub struct Edit {
     pub country: Option<Option<String>>,
     pub status: Option<MemberStatus>,
     pub facility_id: Option<Uuid>,
+    pub access_card: Option<Option<String>>,
 }
 
 /// A member changed by [`edit`], ready to be saved, and what [`count`] needs to know of it.
@@ -131,8 +134,13 @@ pub fn edit(current: member::Model, e: Edit, at: DateTime<Utc>) -> Edited {
         m.email_normalized = Set(email.as_deref().map(normalized_email));
         m.email = Set(email);
     }
-    let optional =
-        [(&mut m.phone, e.phone), (&mut m.gender, e.gender), (&mut m.city, e.city), (&mut m.country, e.country)];
+    let optional = [
+        (&mut m.phone, e.phone),
+        (&mut m.gender, e.gender),
+        (&mut m.city, e.city),
+        (&mut m.country, e.country),
+        (&mut m.access_card, e.access_card),
+    ];
     for (field, value) in optional {
         if let Some(v) = value {
             *field = Set(v);
@@ -200,6 +208,7 @@ pub fn record(m: member::Model) -> Member {
         country: m.country.into(),
         status: m.status.into(),
         facility_id: m.facility_id,
+        access_card: m.access_card.into(),
         legacy_id: m.legacy_id.into(),
         visits_count: m.visits_count,
         last_visit_at: m.last_visit_at.into(),
@@ -215,27 +224,38 @@ pub async fn announce(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType,
     webhooks::emit(db, gym_id, event, data).await
 }
 
-/// The rules of a member the schema cannot state: the email is free within the gym (`member_id`,
-/// the member being changed, may hold it), the facility is the gym's.
-pub async fn check(
-    db: &impl ConnectionTrait,
-    gym_id: Uuid,
-    member_id: Option<Uuid>,
-    email: Option<&str>,
-    facility_id: Option<Uuid>,
-) -> Result<(), ApiError> {
+/// What of a member the schema cannot check: its email, access card and facility.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Claims<'a> {
+    /// The member being changed, which may hold the email and the card already.
+    pub member_id: Option<Uuid>,
+    pub email: Option<&'a str>,
+    pub access_card: Option<&'a str>,
+    pub facility_id: Option<Uuid>,
+}
+
+/// The rules of a member the schema cannot state: the email and the access card are free within
+/// the gym, the facility is the gym's. Every problem at once.
+pub async fn check(db: &impl ConnectionTrait, gym_id: Uuid, claims: Claims<'_>) -> Result<(), ApiError> {
     let mut errors = FieldErrors::new();
-    if let Some(email) = email {
-        let mut q = member::Entity::find()
-            .filter(member::Column::GymId.eq(gym_id))
-            .filter(member::Column::EmailNormalized.eq(normalized_email(email)));
-        if let Some(id) = member_id {
+    let taken = |column: member::Column, value: String| {
+        let mut q = member::Entity::find().filter(member::Column::GymId.eq(gym_id)).filter(column.eq(value));
+        if let Some(id) = claims.member_id {
             q = q.filter(member::Column::Id.ne(id));
         }
-        if q.one(db).await?.is_some() {
-            errors.add("email", EMAIL_TAKEN);
-        }
+        q
+    };
+    if let Some(email) = claims.email
+        && taken(member::Column::EmailNormalized, normalized_email(email)).one(db).await?.is_some()
+    {
+        errors.add("email", EMAIL_TAKEN);
     }
+    if let Some(card) = claims.access_card
+        && taken(member::Column::AccessCard, card.to_string()).one(db).await?.is_some()
+    {
+        errors.add("access_card", CARD_TAKEN);
+    }
+    let facility_id = claims.facility_id;
     if let Some(fid) = facility_id {
         let found = entity::facility::Entity::find_by_id((gym_id, fid)).one(db).await?;
         if found.is_none() {
@@ -248,10 +268,20 @@ pub async fn check(
 /// The 422 message of an email another member of the gym holds.
 pub const EMAIL_TAKEN: &str = "The email has already been taken.";
 
-/// A unique violation on the gym's emails (a concurrent write took the email) as the 422 of
-/// [`check`].
-pub fn email_taken(err: DbErr) -> ApiError {
-    if crate::db::is_unique_violation(&err) { ApiError::invalid("email", EMAIL_TAKEN) } else { err.into() }
+/// The 422 message of an access card another member of the gym holds.
+pub const CARD_TAKEN: &str = "The access_card has already been taken.";
+
+/// A unique violation on the gym's emails or cards (a concurrent write took one) as the 422 of
+/// [`check`]: the databases name the index (or its columns) in the error.
+pub fn taken(err: DbErr) -> ApiError {
+    if !crate::db::is_unique_violation(&err) {
+        return err.into();
+    }
+    if err.to_string().contains("access_card") {
+        ApiError::invalid("access_card", CARD_TAKEN)
+    } else {
+        ApiError::invalid("email", EMAIL_TAKEN)
+    }
 }
 
 #[cfg(test)]
@@ -277,6 +307,7 @@ mod tests {
             legacy_id: None,
             visits_count: 0,
             search_text: search_text("Ada", "Lovelace", Some("Ada@Example.com")),
+            access_card: None,
             last_visit_at: None,
             created_at: at,
             updated_at: at,

@@ -20,6 +20,8 @@ pub struct Model {
     pub legacy_id: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+    /// The door that made the entry, for a decision at a door.
+    pub device_id: Option<Uuid>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -3,6 +3,8 @@
 
 pub mod api_key;
 pub mod attendance;
+pub mod device;
+pub mod door_command;
 pub mod facility;
 pub mod gym;
 pub mod gym_counter;
@@ -12,6 +14,7 @@ pub mod member_membership;
 pub mod membership_plan;
 pub mod product;
 pub mod purchase;
+pub mod ring;
 pub mod states;
 pub mod subscription_plan;
 pub mod user;

@@ -26,6 +26,8 @@ pub struct Model {
     pub visits_count: i64,
     /// `"first last\nemail"`, Unicode-lowercased by the service; what `search` matches.
     pub search_text: String,
+    /// The access card the door reads, unique per gym (compared as is, case included).
+    pub access_card: Option<String>,
     pub last_visit_at: Option<DateTimeUtc>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,

@@ -76,4 +76,29 @@ states! {
 
     /// A webhook delivery's state.
     DeliveryStatus { Pending = "pending", Delivered = "delivered", Failed = "failed" }
+
+    /// What a front-desk device is.
+    DeviceKind {
+        Door = "door",
+        Doorbell = "doorbell",
+        CardTerminal = "card_terminal",
+        FiscalPrinter = "fiscal_printer",
+        Kiosk = "kiosk",
+    }
+
+    /// What a door is told to do.
+    DoorAction { Open = "open" }
+
+    /// A door command: `pending` until handed out (`delivered`), then as the door reports it. A
+    /// stored `pending` past `expires_at` reads as `expired`: it is never handed out.
+    CommandState {
+        Pending = "pending",
+        Delivered = "delivered",
+        Executed = "executed",
+        Failed = "failed",
+        Expired = "expired",
+    }
+
+    /// A ring: `pending` until answered; a stored `pending` past `expires_at` reads as `expired`.
+    RingState { Pending = "pending", Opened = "opened", Dismissed = "dismissed", Expired = "expired" }
 }

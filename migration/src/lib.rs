@@ -14,6 +14,7 @@ mod m20261123_000008_member_facility_key;
 mod m20261124_000009_sqlite_search_cover;
 mod m20261124_000010_counter_shards;
 mod m20261125_000011_tenant_keys;
+mod m20261125_000012_devices;
 pub mod tenancy;
 
 pub struct Migrator;
@@ -33,6 +34,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000009_sqlite_search_cover::Migration),
             Box::new(m20261124_000010_counter_shards::Migration),
             Box::new(m20261125_000011_tenant_keys::Migration),
+            Box::new(m20261125_000012_devices::Migration),
         ]
     }
 }

@@ -25,6 +25,9 @@ pub const TENANT_TABLES: &[&str] = &[
     "gym_counters",
     "import_counters",
     "api_key_daily_requests",
+    "devices",
+    "rings",
+    "door_commands",
 ];
 
 /// Tables read across gyms: small, replicated to every node of a distributed deployment.

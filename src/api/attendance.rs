@@ -26,6 +26,7 @@ fn entry(m: attendance::Model) -> AttendanceEntry {
         status: m.status.into(),
         member_id: m.member_id.into(),
         facility_id: m.facility_id,
+        device_id: m.device_id.into(),
         occurred_at: m.occurred_at,
         legacy_id: m.legacy_id.into(),
         created_at: m.created_at,

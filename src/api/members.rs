@@ -20,7 +20,7 @@ use crate::{
         search_totals::{self, Search},
     },
     errors::ApiError,
-    members::{self, Change, Edit, Edited, NewMember},
+    members::{self, Change, Claims, Edit, Edited, NewMember},
     pagination::Page,
     records::{now, rfc3339},
     webhooks::EventType,
@@ -187,7 +187,10 @@ impl MembersApi for Handlers {
         let b = p.body;
         let email = b.email.take().map(|e| e.0);
         let facility_id = b.facility_id.take();
-        members::check(self.db(), gym_id, None, email.as_deref(), facility_id).await?;
+        let access_card = b.access_card.take();
+        let claims =
+            Claims { email: email.as_deref(), access_card: access_card.as_deref(), facility_id, ..Claims::default() };
+        members::check(self.db(), gym_id, claims).await?;
         let facility_id = match facility_id {
             Some(id) => id,
             None => {
@@ -209,14 +212,15 @@ impl MembersApi for Handlers {
             country: b.country.take(),
             status,
             facility_id,
+            access_card,
             legacy_id: None,
         };
         let txn = self.db().begin().await?;
-        let model = members::row(gym_id, new, now()).insert(&txn).await.map_err(members::email_taken)?;
+        let model = members::row(gym_id, new, now()).insert(&txn).await.map_err(members::taken)?;
         members::count(&txn, gym_id, Change::Added(vec![status])).await?;
         let member = members::record(model);
         let queued = members::announce(&txn, gym_id, EventType::MemberCreated, &member).await?;
-        txn.commit().await.map_err(members::email_taken)?;
+        txn.commit().await.map_err(members::taken)?;
         if queued {
             self.state.webhooks.notify_one();
         }
@@ -278,15 +282,21 @@ async fn update_once(h: &Handlers, ctx: &RequestContext, id: &str, b: MemberUpda
         country: optional(b.country),
         status: b.status.map(Into::into),
         facility_id: b.facility_id,
+        access_card: optional(b.access_card),
     };
-    let new_email = edit.email.as_ref().and_then(Option::as_deref);
-    members::check(&txn, gym_id, Some(current.id), new_email, edit.facility_id).await?;
+    let claims = Claims {
+        member_id: Some(current.id),
+        email: edit.email.as_ref().and_then(Option::as_deref),
+        access_card: edit.access_card.as_ref().and_then(Option::as_deref),
+        facility_id: edit.facility_id,
+    };
+    members::check(&txn, gym_id, claims).await?;
     let Edited { model, change } = members::edit(current, edit, now());
-    let saved = model.update(&txn).await.map_err(members::email_taken)?;
+    let saved = model.update(&txn).await.map_err(members::taken)?;
     members::count(&txn, gym_id, change).await?;
     let member = members::record(saved);
     let queued = members::announce(&txn, gym_id, EventType::MemberUpdated, &member).await?;
-    txn.commit().await.map_err(members::email_taken)?;
+    txn.commit().await.map_err(members::taken)?;
     if queued {
         h.state.webhooks.notify_one();
     }

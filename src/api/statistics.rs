@@ -20,11 +20,12 @@ impl StatisticsApi for Handlers {
         let s = statistics::summary(self.db(), &self.state.statistics, ctx.tenant.gym_id, tz, at)
             .await
             .map_err(ApiError::internal)?;
-        let Figures { total, active, inactive, active_memberships } = s.figures;
+        let Figures { total, active, inactive, active_memberships, check_ins_today } = s.figures;
         Ok(GetStatisticsResponse::Ok(Json(Statistics {
             object: StatisticsObject::Statistics,
             members: MemberCounts { total, active, inactive },
             active_memberships,
+            check_ins_today,
             facilities: s.facilities,
             revenue_this_month: RevenuePeriod {
                 starts_on: Date(s.month.0),

@@ -83,7 +83,8 @@ pub const SUBSCRIPTION_PLAN_ROWS: Counted = Counted { table: "subscription_plans
 pub const PRODUCT_ROWS: Counted = Counted { table: "products", label: "status", version: None };
 pub const PURCHASE_ROWS: Counted =
     Counted { table: "purchases", label: "payment_status", version: Some(PURCHASES_VERSION) };
-pub const ATTENDANCE_ROWS: Counted = Counted { table: "attendance", label: "status", version: None };
+pub const ATTENDANCE_ROWS: Counted =
+    Counted { table: "attendance", label: "status", version: Some(ATTENDANCE_VERSION) };
 pub const ALL: [Counted; 6] =
     [MEMBER_ROWS, MEMBERSHIP_PLAN_ROWS, SUBSCRIPTION_PLAN_ROWS, PRODUCT_ROWS, PURCHASE_ROWS, ATTENDANCE_ROWS];
 
@@ -127,6 +128,10 @@ pub const MEMBERS_VERSION: &str = "members:version";
 
 /// Like [`MEMBERS_VERSION`], for the sales: bumped by every write that adds purchases to a gym.
 pub const PURCHASES_VERSION: &str = "purchases:version";
+
+/// Like [`MEMBERS_VERSION`], for attendance (the statistics' check-ins of the day): bumped by every
+/// write that adds attendance entries to a gym.
+pub const ATTENDANCE_VERSION: &str = "attendance:version";
 
 /// Like [`MEMBERS_VERSION`], for the members' memberships (the holdings behind the statistics'
 /// `active_memberships`), which have no list and no counts of their own: bumped by every write

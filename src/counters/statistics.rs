@@ -25,10 +25,12 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::{COUNTER, MEMBER_ROWS, MEMBERS_VERSION, MEMBERSHIPS_VERSION, PURCHASES_VERSION, total_as_of_sql};
+use super::{
+    ATTENDANCE_VERSION, COUNTER, MEMBER_ROWS, MEMBERS_VERSION, MEMBERSHIPS_VERSION, PURCHASES_VERSION, total_as_of_sql,
+};
 use crate::db::placeholders;
 
-/// The versions of what the statistics report (members, purchases, memberships) and the gym's
+/// The versions of what the statistics report (members, purchases, memberships, attendance) and the gym's
 /// facilities, read in one statement: a summary computed after reading them holds for as long as
 /// they read the same.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, FromQueryResult)]
@@ -36,6 +38,7 @@ pub struct StatisticsState {
     pub members: i64,
     pub purchases: i64,
     pub memberships: i64,
+    pub attendance: i64,
     pub facilities: i64,
 }
 
@@ -45,7 +48,7 @@ async fn statistics_state(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<Sta
         backend,
         &format!(
             "SELECT CAST({COUNTER} AS BIGINT) AS members, CAST({COUNTER} AS BIGINT) AS purchases, \
-             CAST({COUNTER} AS BIGINT) AS memberships, \
+             CAST({COUNTER} AS BIGINT) AS memberships, CAST({COUNTER} AS BIGINT) AS attendance, \
              CAST((SELECT COUNT(*) FROM facilities WHERE gym_id = ?) AS BIGINT) AS facilities"
         ),
     );
@@ -56,6 +59,8 @@ async fn statistics_state(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<Sta
         PURCHASES_VERSION.into(),
         gym_id.into(),
         MEMBERSHIPS_VERSION.into(),
+        gym_id.into(),
+        ATTENDANCE_VERSION.into(),
         gym_id.into(),
     ];
     let row = StatisticsState::find_by_statement(Statement::from_sql_and_values(backend, sql, values)).one(db).await?;
@@ -68,20 +73,23 @@ struct CurrencySum {
     amount: i64,
 }
 
-/// The member counts and the memberships running today.
+/// The member counts, the memberships running today and today's granted check-ins.
 #[derive(Clone, Copy, Debug, FromQueryResult)]
 pub struct Figures {
     pub total: i64,
     pub active: i64,
     pub inactive: i64,
     pub active_memberships: i64,
+    pub check_ins_today: i64,
 }
 
-/// The member counts as of `at` and the memberships running on `today`, in one statement.
+/// The member counts as of `at`, the memberships running on `today` and the granted check-ins of
+/// `day` (its first instant and the next day's), in one statement.
 async fn figures(
     db: &impl ConnectionTrait,
     gym_id: Uuid,
     today: NaiveDate,
+    day: (DateTime<Utc>, DateTime<Utc>),
     at: DateTime<Utc>,
 ) -> Result<Figures, DbErr> {
     let backend = db.get_database_backend();
@@ -92,11 +100,13 @@ async fn figures(
         expr
     };
     let (total, active, inactive) = (members(None), members(Some("active")), members(Some("inactive")));
-    values.extend([gym_id.into(), today.into(), today.into()]);
+    values.extend([gym_id.into(), today.into(), today.into(), gym_id.into(), day.0.into(), day.1.into()]);
     let sql = format!(
         "SELECT {total} AS total, {active} AS active, {inactive} AS inactive, \
          CAST((SELECT COUNT(*) FROM member_memberships WHERE gym_id = ? AND starts_on <= ? \
-               AND (ends_on IS NULL OR ends_on >= ?)) AS BIGINT) AS active_memberships"
+               AND (ends_on IS NULL OR ends_on >= ?)) AS BIGINT) AS active_memberships, \
+         CAST((SELECT COUNT(*) FROM attendance WHERE gym_id = ? AND occurred_at >= ? AND occurred_at < ? \
+               AND kind = 'check_in' AND status = 'granted') AS BIGINT) AS check_ins_today"
     );
     let statement = Statement::from_sql_and_values(backend, placeholders(backend, &sql), values);
     let found = Figures::find_by_statement(statement).one(db).await?;
@@ -185,6 +195,9 @@ pub async fn summary(
         d.and_hms_opt(0, 0, 0).and_then(|m| tz.from_local_datetime(&m).earliest()).map(|t| t.with_timezone(&Utc))
     };
     let (start, end) = instant(first).zip(instant(next)).ok_or_else(|| anyhow::anyhow!("no local midnight"))?;
+    let day = instant(today)
+        .zip(today.succ_opt().and_then(instant))
+        .ok_or_else(|| anyhow::anyhow!("no local midnight of {today}"))?;
 
     let state = statistics_state(db, gym_id).await?;
     let key = Key { state, today, timezone: tz.name().to_string() };
@@ -209,7 +222,7 @@ pub async fn summary(
                 .group_by(purchase::Column::Currency)
                 .into_model::<CurrencySum>()
                 .all(db);
-            let (figures, sums) = tokio::try_join!(figures(db, gym_id, today, at), sums)?;
+            let (figures, sums) = tokio::try_join!(figures(db, gym_id, today, day, at), sums)?;
             let mut paid: Vec<(String, i64)> = sums.into_iter().map(|s| (s.currency, s.amount)).collect();
             paid.sort();
             let computed = Kept { key, figures, paid };

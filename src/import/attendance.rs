@@ -81,6 +81,7 @@ pub async fn attendance(
                 legacy_id: Set(Some(r.legacy_id.clone())),
                 created_at: Set(at),
                 updated_at: Set(at),
+                device_id: Set(None),
             });
         }
         planned(errors, models, at)

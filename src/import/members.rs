@@ -41,18 +41,25 @@ pub async fn members(
     let validate = || async {
         let mut errors = FieldErrors::new();
         check_batch_ids(rows.iter().map(|r| r.legacy_id.as_str()), &mut errors);
-        // The three reads at once: which rows exist, which emails are taken, where members go.
+        // The reads at once: which rows exist, which emails and cards are taken, where members go.
         let all_emails: Vec<String> =
             rows.iter().filter_map(|r| r.email.value().map(|e| normalized_email(&e.0))).collect();
         use member::Column as C;
         let emails = Legacy { gym: C::GymId, legacy: C::EmailNormalized, id: C::Id, extra: C::LegacyId, scope: None };
-        let (existing, taken, facility) = tokio::try_join!(
+        let cards = Legacy { gym: C::GymId, legacy: C::AccessCard, id: C::Id, extra: C::LegacyId, scope: None };
+        let (existing, taken, cards_taken, facility) = tokio::try_join!(
             member_refs(db, gym_id, rows.iter().map(|r| r.legacy_id.as_str()).collect()),
             lookup::<member::Entity, Option<String>>(
                 db,
                 emails,
                 gym_id,
                 all_emails.iter().map(String::as_str).collect()
+            ),
+            lookup::<member::Entity, Option<String>>(
+                db,
+                cards,
+                gym_id,
+                rows.iter().filter_map(|r| r.access_card.value().map(String::as_str)).collect()
             ),
             accounts::first_facility(db, gym_id),
         )?;
@@ -69,7 +76,10 @@ pub async fn members(
             .enumerate()
             .filter(|(_, r)| !existing.contains_key(&r.legacy_id) && !imported_meanwhile(r))
             .collect();
-        check_emails(&fresh, &taken, &mut errors);
+        let email = |r: &ImportMemberRow| r.email.value().map(|e| normalized_email(&e.0));
+        check_unique(&fresh, ("email", members::EMAIL_TAKEN), email, &taken, &mut errors);
+        let card = |r: &ImportMemberRow| r.access_card.value().cloned();
+        check_unique(&fresh, ("access_card", members::CARD_TAKEN), card, &cards_taken, &mut errors);
         errors.into_result()?;
         let facility_id = match facility {
             Some(f) => f.id,
@@ -90,14 +100,21 @@ pub async fn members(
     run(db, batch, validate, write).await
 }
 
-/// The emails of the new rows: free in the gym (`taken` holds those in use), and once in the batch.
-fn check_emails<T>(fresh: &[(usize, &ImportMemberRow)], taken: &HashMap<String, T>, errors: &mut FieldErrors) {
+/// A value the new rows must each hold alone (`value` of a row: its email, its access card): free
+/// in the gym (`taken` holds those in use), and once in the batch.
+fn check_unique<T>(
+    fresh: &[(usize, &ImportMemberRow)],
+    (name, taken_message): (&str, &str),
+    value: impl Fn(&ImportMemberRow) -> Option<String>,
+    taken: &HashMap<String, T>,
+    errors: &mut FieldErrors,
+) {
     let mut in_batch: HashMap<String, usize> = HashMap::new();
-    for (i, email) in fresh.iter().filter_map(|(i, r)| r.email.value().map(|e| (*i, normalized_email(&e.0)))) {
-        if taken.contains_key(&email) {
-            errors.add(field(i, "email"), members::EMAIL_TAKEN);
-        } else if let Some(first) = in_batch.insert(email, i) {
-            errors.add(field(i, "email"), format!("The email appears more than once in this batch (row {first})."));
+    for (i, v) in fresh.iter().filter_map(|(i, r)| value(r).map(|v| (*i, v))) {
+        if taken.contains_key(&v) {
+            errors.add(field(i, name), taken_message);
+        } else if let Some(first) = in_batch.insert(v, i) {
+            errors.add(field(i, name), format!("The {name} appears more than once in this batch (row {first})."));
         }
     }
 }
@@ -114,6 +131,7 @@ fn new_member(r: &ImportMemberRow, facility_id: Uuid) -> NewMember {
         country: r.country.value().cloned(),
         status: r.status.map_or(MemberStatus::Active, Into::into),
         facility_id,
+        access_card: r.access_card.value().cloned(),
         legacy_id: Some(r.legacy_id.clone()),
     }
 }

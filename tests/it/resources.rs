@@ -152,6 +152,7 @@ async fn seed(app: &TestApp, gym: &Gym, currency: &str) -> Seeded {
             kind: Set(AttendanceKind::parse(kind).unwrap()),
             status: Set(AttendanceStatus::parse(status).unwrap()),
             occurred_at: Set(at),
+            device_id: Set(None),
             legacy_id: Set(None),
             created_at: Set(now),
             updated_at: Set(now),

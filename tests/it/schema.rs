@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use gymapi::{accounts::Actor, webhooks};
 use migration::{Migrator, MigratorTrait, tenancy};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
-use serde_json::json;
+use uuid::Uuid;
 
 use crate::common::{TestApp, fresh_database, partitions};
 
@@ -167,39 +167,159 @@ async fn counts(db: &DatabaseConnection) -> BTreeMap<String, i64> {
     out
 }
 
-/// A database filled by the schema before the tenant keys (the demo gym, a webhook endpoint, its
-/// events and deliveries) moves to them, and back, and is partitioned, without losing a row.
+/// Fills a database of the schema before the tenant keys as that schema's writers did, in SQL (the
+/// entities follow the newest schema): a gym with two facilities, 40 members, plans, memberships,
+/// check-ins, products, sales, counters, and a webhook endpoint with three events and deliveries.
+/// Returns the gym and the endpoint.
+async fn fill_before_keys(db: &DatabaseConnection) -> (Uuid, Uuid) {
+    let backend = db.get_database_backend();
+    let at = chrono::Utc::now();
+    let run = |sql: &str, values: Vec<sea_orm::Value>| {
+        let sql = gymapi::db::placeholders(backend, sql);
+        async move { db.execute(Statement::from_sql_and_values(backend, sql, values)).await.unwrap() }
+    };
+    let (gym, endpoint) = (Uuid::now_v7(), Uuid::now_v7());
+    run(
+        "INSERT INTO gyms (id, name, timezone, parent_gym_id, api_access, device_access, subscription_status, \
+         grace_ends_at, created_at, updated_at) VALUES (?, 'Old', 'UTC', NULL, true, true, 'active', NULL, ?, ?)",
+        vec![gym.into(), at.into(), at.into()],
+    )
+    .await;
+    let facilities = [Uuid::now_v7(), Uuid::now_v7()];
+    for f in facilities {
+        run(
+            "INSERT INTO facilities (id, gym_id, name, created_at, updated_at) VALUES (?, ?, 'F', ?, ?)",
+            vec![f.into(), gym.into(), at.into(), at.into()],
+        )
+        .await;
+    }
+    let (plan, product) = (Uuid::now_v7(), Uuid::now_v7());
+    run(
+        "INSERT INTO membership_plans (id, gym_id, name, description, price_amount, currency, duration_days, \
+         visit_limit, status, legacy_id, created_at, updated_at) VALUES (?, ?, 'P', NULL, 900, 'EUR', 30, NULL, 'active', NULL, ?, ?)",
+        vec![plan.into(), gym.into(), at.into(), at.into()],
+    )
+    .await;
+    run(
+        "INSERT INTO products (id, gym_id, name, description, sku, price_amount, currency, status, legacy_id, \
+         created_at, updated_at) VALUES (?, ?, 'Bar', NULL, NULL, 250, 'EUR', 'active', NULL, ?, ?)",
+        vec![product.into(), gym.into(), at.into(), at.into()],
+    )
+    .await;
+    for i in 0..40 {
+        let member = Uuid::now_v7();
+        run(
+            "INSERT INTO members (id, gym_id, facility_id, first_name, last_name, email, email_normalized, phone, \
+             gender, date_of_birth, city, country, status, legacy_id, visits_count, last_visit_at, created_at, \
+             updated_at, search_text) VALUES (?, ?, ?, 'Ada', ?, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
+             'active', NULL, 1, ?, ?, ?, 'ada')",
+            vec![
+                member.into(),
+                gym.into(),
+                facilities[i % 2].into(),
+                format!("L{i}").into(),
+                at.into(),
+                at.into(),
+                at.into(),
+            ],
+        )
+        .await;
+        run(
+            "INSERT INTO member_memberships (id, gym_id, member_id, membership_plan_id, subscription_plan_id, \
+             starts_on, ends_on, legacy_id, created_at, updated_at) VALUES (?, ?, ?, ?, NULL, ?, NULL, NULL, ?, ?)",
+            vec![
+                Uuid::now_v7().into(),
+                gym.into(),
+                member.into(),
+                plan.into(),
+                at.date_naive().into(),
+                at.into(),
+                at.into(),
+            ],
+        )
+        .await;
+        run(
+            "INSERT INTO attendance (id, gym_id, facility_id, member_id, kind, status, occurred_at, legacy_id, \
+             created_at, updated_at) VALUES (?, ?, ?, ?, 'check_in', 'granted', ?, NULL, ?, ?)",
+            vec![
+                Uuid::now_v7().into(),
+                gym.into(),
+                facilities[i % 2].into(),
+                member.into(),
+                at.into(),
+                at.into(),
+                at.into(),
+            ],
+        )
+        .await;
+        run(
+            "INSERT INTO purchases (id, gym_id, member_id, product_id, description, quantity, total_amount, currency, \
+             payment_status, purchased_at, legacy_id, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, 'Bar', 1, 250, 'EUR', 'paid', ?, NULL, ?, ?)",
+            vec![Uuid::now_v7().into(), gym.into(), member.into(), product.into(), at.into(), at.into(), at.into()],
+        )
+        .await;
+    }
+    gymapi::counters::recount(db, gym).await.unwrap();
+    run(
+        "INSERT INTO webhook_endpoints (id, gym_id, url, event_types, enabled, secret, previous_secret, \
+         previous_secret_expires_at, created_at, updated_at, disabled_reason) \
+         VALUES (?, ?, 'https://example.com/h', NULL, true, 'whsec_x', NULL, NULL, ?, ?, NULL)",
+        vec![endpoint.into(), gym.into(), at.into(), at.into()],
+    )
+    .await;
+    for _ in 0..3 {
+        let event = Uuid::now_v7();
+        run(
+            "INSERT INTO webhook_events (id, gym_id, event_type, payload, created_at) VALUES (?, ?, 'ping', '{}', ?)",
+            vec![event.into(), gym.into(), at.into()],
+        )
+        .await;
+        run(
+            "INSERT INTO webhook_deliveries (id, gym_id, endpoint_id, event_id, event_type, status, attempts, \
+             attempt_count, next_attempt_at, created_at, updated_at, claimed_until) \
+             VALUES (?, ?, ?, ?, 'ping', 'pending', '[]', 0, ?, ?, ?, NULL)",
+            vec![Uuid::now_v7().into(), gym.into(), endpoint.into(), event.into(), at.into(), at.into(), at.into()],
+        )
+        .await;
+    }
+    (gym, endpoint)
+}
+
+/// A database filled by the schema before the tenant keys moves to them, and back, and is
+/// partitioned, without losing a row.
 #[tokio::test]
 async fn moving_to_the_tenant_keys_keeps_every_row() {
     let (url, _scratch) = fresh_database().await;
     let db = gymapi::db::connect(&url).await.unwrap();
-    let before_keys = Migrator::migrations().len() - 1;
+    let names: Vec<String> = Migrator::migrations().iter().map(|m| m.name().to_string()).collect();
+    let before_keys = names.iter().position(|n| n == "m20261125_000011_tenant_keys").unwrap();
+    let after_keys = u32::try_from(names.len() - before_keys).unwrap();
     Migrator::up(&db, Some(u32::try_from(before_keys).unwrap())).await.unwrap();
-    let store = gymapi::limits::MemoryStore::default();
-    let demo = gymapi::demo::ensure(&db, &store).await.unwrap();
-    let hook =
-        webhooks::create_endpoint(&db, &Actor::Operator, demo.gym_id, false, "https://example.com/h", &[], false)
-            .await
-            .unwrap();
-    for _ in 0..3 {
-        assert!(webhooks::emit(&db, demo.gym_id, webhooks::EventType::MemberCreated, json!({})).await.unwrap());
-    }
+    let (gym, endpoint) = fill_before_keys(&db).await;
     let filled = counts(&db).await;
-    assert!(filled["members"] > 0 && filled["webhook_deliveries"] == 3 && filled["facilities"] >= 3, "{filled:?}");
+    assert!(filled["members"] == 40 && filled["webhook_deliveries"] == 3 && filled["facilities"] == 2, "{filled:?}");
 
+    // The tables as they were, row for row; tables made by later migrations are empty.
+    let same = |now: BTreeMap<String, i64>, what: &str| {
+        for (table, n) in &now {
+            assert_eq!(filled.get(table).copied().unwrap_or(0), *n, "{table}: {what}");
+        }
+        assert!(filled.keys().all(|t| now.contains_key(t)), "{what}: a table went missing");
+    };
     Migrator::up(&db, None).await.unwrap();
-    assert_eq!(counts(&db).await, filled, "rows moved to the tenant keys");
+    same(counts(&db).await, "rows moved to the tenant keys");
     check_keys(&tables_with_gym(&db).await);
-    let found = webhooks::find_endpoint(&db, &Actor::Operator, hook.model.id).await.unwrap();
-    assert_eq!(found.gym_id, demo.gym_id);
+    let found = webhooks::find_endpoint(&db, &Actor::Operator, endpoint).await.unwrap();
+    assert_eq!(found.gym_id, gym);
 
-    Migrator::down(&db, Some(1)).await.unwrap();
+    Migrator::down(&db, Some(after_keys)).await.unwrap();
     assert_eq!(counts(&db).await, filled, "rows moved back to the keys by id");
     Migrator::up(&db, None).await.unwrap();
-    assert_eq!(counts(&db).await, filled);
+    same(counts(&db).await, "rows moved to the tenant keys again");
     if db.get_database_backend() == DbBackend::Postgres {
         gymapi::db::partition(&db, 4).await.unwrap();
-        assert_eq!(counts(&db).await, filled, "rows moved to the partitioned tables");
+        same(counts(&db).await, "rows moved to the partitioned tables");
         check_keys(&tables_with_gym(&db).await);
     }
     db.close().await.unwrap();
