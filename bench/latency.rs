@@ -18,7 +18,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use gymapi::limits::{Admission, Decision, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse};
+use gymapi::limits::{Admission, Budget, Decision, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse};
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
 use support::{database, ms, percentile, serve, throughput};
 
@@ -30,13 +30,14 @@ impl Store for NoStore {
     async fn hit(&self, _: &str, policy: RatePolicy) -> Result<Decision, StoreError> {
         Ok(Decision::fail_open(policy))
     }
-    async fn admit(&self, _: &str, _: RatePolicy) -> Result<Admission, StoreError> {
+    async fn admit(&self, _: &str, _: Budget, _: RatePolicy) -> Result<Admission, StoreError> {
         Ok(Admission::Unknown)
     }
     async fn admit_resolved(
         &self,
         _: &str,
         _: Option<(&str, Duration)>,
+        _: Budget,
         policy: RatePolicy,
     ) -> Result<Decision, StoreError> {
         Ok(Decision::fail_open(policy))

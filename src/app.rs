@@ -3,20 +3,37 @@
 use poem::{Endpoint, EndpointExt, Response, Route, error::ResponseError, get, middleware::CatchPanic};
 use poem_openapi::OpenApiService;
 
-use crate::{api::Handlers, contract::API_BASE, errors::ApiError, health, middleware, openapi::Api, state::AppState};
+use crate::{
+    api::Handlers,
+    contract::{API_BASE, DEVICES_BASE, Family},
+    devices::DeviceHandlers,
+    errors::ApiError,
+    health, middleware, openapi,
+    state::AppState,
+};
 
 /// The poem-openapi service generated from openapi.yaml, with the hand-written handlers.
-pub fn openapi_service(state: &AppState) -> OpenApiService<Api<Handlers>, ()> {
-    OpenApiService::new(Api(Handlers::new(state.clone())), "gymapi", "1.0.0").server(API_BASE)
+pub fn openapi_service(state: &AppState) -> OpenApiService<openapi::Api<Handlers>, ()> {
+    OpenApiService::new(openapi::Api(Handlers::new(state.clone())), "gymapi", "1.0.0").server(API_BASE)
+}
+
+/// The poem-openapi service generated from openapi-devices.yaml, with the device handlers.
+pub fn devices_service(state: &AppState) -> OpenApiService<openapi::devices::Api<DeviceHandlers>, ()> {
+    OpenApiService::new(openapi::devices::Api(DeviceHandlers::new(state.clone())), "gymapi devices", "1.0.0")
+        .server(DEVICES_BASE)
 }
 
 /// The whole HTTP application.
 pub fn app(state: AppState) -> impl Endpoint<Output = Response> {
-    let gate_state = state.clone();
-    let api = openapi_service(&state).around(move |ep, req| middleware::gate(ep, req, gate_state.clone()));
+    let (api_state, devices_state) = (state.clone(), state.clone());
+    let api = openapi_service(&state)
+        .around(move |ep, req| middleware::gate(ep, req, api_state.clone(), Family::Integration));
+    let devices = devices_service(&state)
+        .around(move |ep, req| middleware::gate(ep, req, devices_state.clone(), Family::Devices));
     Route::new()
         .at("/healthz", get(health::healthz))
         .at("/readyz", get(health::readyz))
+        .nest(DEVICES_BASE, devices)
         .nest(API_BASE, api)
         .nest("/settings", crate::settings::routes(state.clone()))
         .data(state)

@@ -10,8 +10,8 @@ use uuid::Uuid;
 
 use crate::{
     context::{Environment, Tenant},
-    errors::{ApiError, NO_API_ACCESS_MESSAGE},
-    limits::{Admission, Decision, GRANT_TTL, RatePolicy, Store},
+    errors::ApiError,
+    limits::{Admission, Budget, Decision, GRANT_TTL, RatePolicy, Store},
 };
 
 pub const LIVE_PREFIX: &str = "svc_live_";
@@ -78,6 +78,7 @@ struct KeyRow {
     revoked_at: Option<DateTime<Utc>>,
     gym_parent_id: Option<Uuid>,
     api_access: bool,
+    device_access: bool,
     subscription_status: SubscriptionStatus,
     grace_ends_at: Option<DateTime<Utc>>,
     timezone: String,
@@ -99,33 +100,57 @@ pub fn subscription_blocks(
     }
 }
 
-/// A resolved key as the key cache keeps it: the tenant, and until when that answer holds (the
-/// key's retirement or the end of a grace period, whichever comes first).
+/// What the gym's plan includes: the integration API, the device features.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Licence {
+    pub api: bool,
+    pub devices: bool,
+}
+
+/// A resolved key as the key cache keeps it: the tenant, the gym's licence, and until when that
+/// answer holds (the key's retirement or the end of a grace period, whichever comes first).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Grant {
     tenant: Tenant,
+    licence: Licence,
     valid_until: Option<DateTime<Utc>>,
 }
 
-/// The gate's first checks, in the documented order (openapi.yaml): the key (401), the subscription (402),
-/// the plan (403), then the rate limit (the `Decision`). A key in the key cache costs one store
-/// round trip and no database query; otherwise the key is resolved in one query and cached, its
-/// request counted in the same store round trip. A store that cannot be reached fails open: keys
-/// come from the database and requests are allowed.
+/// A request that passed the key and subscription checks: its tenant, the licence the gate checks
+/// next (403), and the verdict of the rate limit (429).
+#[derive(Clone, Debug)]
+pub struct Admitted {
+    pub tenant: Tenant,
+    pub licence: Licence,
+    pub decision: Decision,
+}
+
+impl From<(Grant, Decision)> for Admitted {
+    fn from((grant, decision): (Grant, Decision)) -> Self {
+        Self { tenant: grant.tenant, licence: grant.licence, decision }
+    }
+}
+
+/// The gate's first checks, in the documented order (openapi.yaml): the key (401), the
+/// subscription (402), then the rate limit in the request's `budget` (the `Decision`); the plan's
+/// licence (403) is the gate's to check, from [`Admitted::licence`]. A key in the key cache costs
+/// one store round trip and no database query; otherwise the key is resolved in one query and
+/// cached, its request counted in the same store round trip. A store that cannot be reached fails
+/// open: keys come from the database and requests are allowed.
 pub async fn admit(
     db: &DatabaseConnection,
     store: &dyn Store,
     resolutions: &Resolutions,
     key: Option<&str>,
-    policy: RatePolicy,
+    (budget, policy): (Budget, RatePolicy),
     now: DateTime<Utc>,
-) -> Result<(Tenant, Decision), ApiError> {
+) -> Result<Admitted, ApiError> {
     let key = key.ok_or(ApiError::Unauthorized)?;
     let env = parse_key(key).ok_or(ApiError::Unauthorized)?;
     let fp = fingerprint(key);
-    let counted = match store.admit(&fp, policy).await {
+    let counted = match store.admit(&fp, budget, policy).await {
         Ok(Admission::Granted { grant, decision }) => match serde_json::from_str::<Grant>(&grant) {
-            Ok(g) if g.valid_until.is_none_or(|t| t > now) => return Ok((g.tenant, decision)),
+            Ok(g) if g.valid_until.is_none_or(|t| t > now) => return Ok((g, decision).into()),
             // Past its time on this instance's clock, or unreadable: resolve it again.
             _ => Some(decision),
         },
@@ -142,21 +167,21 @@ pub async fn admit(
         })
         .await?;
     if let Some(decision) = counted {
-        return Ok((grant.tenant, decision));
+        return Ok((grant, decision).into());
     }
     let ttl = match grant.valid_until {
         Some(t) => (t - now).to_std().unwrap_or_default().min(GRANT_TTL),
         None => GRANT_TTL,
     };
     let cached = serde_json::to_string(&grant).ok().filter(|_| ttl >= std::time::Duration::from_millis(1));
-    let decision = match store.admit_resolved(&fp, cached.as_deref().map(|g| (g, ttl)), policy).await {
+    let decision = match store.admit_resolved(&fp, cached.as_deref().map(|g| (g, ttl)), budget, policy).await {
         Ok(d) => d,
         Err(e) => {
             tracing::warn!(error = %e, store = store.name(), "rate limiter unavailable; request allowed");
             Decision::fail_open(policy)
         }
     };
-    Ok((grant.tenant, decision))
+    Ok((grant, decision).into())
 }
 
 /// Keys being resolved from the database, one query per key at a time: requests that arrive
@@ -241,7 +266,7 @@ pub async fn forget(store: &dyn Store, fingerprints: &[String]) {
 
 /// Resolves a well-formed key of environment `env`, by its fingerprint, to its tenant in one indexed
 /// query (the key, its gym and the gym's sandbox), then applies the documented checks in order:
-/// 401, 402, 403.
+/// 401, 402. The gym's licence (its sandbox follows it) goes with the answer.
 async fn resolve(
     db: &DatabaseConnection,
     env: Environment,
@@ -252,7 +277,8 @@ async fn resolve(
     let sql = crate::db::placeholders(
         backend,
         "SELECT k.id AS key_id, k.gym_id, k.environment, k.expires_at, k.revoked_at, \
-         g.parent_gym_id AS gym_parent_id, g.api_access, g.subscription_status, g.grace_ends_at, g.timezone, \
+         g.parent_gym_id AS gym_parent_id, g.api_access, g.device_access, g.subscription_status, g.grace_ends_at, \
+         g.timezone, \
          s.id AS sandbox_id, s.timezone AS sandbox_timezone \
          FROM api_keys k JOIN gyms g ON g.id = k.gym_id LEFT JOIN gyms s ON s.parent_gym_id = g.id \
          WHERE k.fingerprint = ?",
@@ -278,14 +304,12 @@ async fn resolve(
     if subscription_blocks(row.subscription_status, row.grace_ends_at, now) {
         return Err(ApiError::PaymentRequired);
     }
-    if !row.api_access {
-        return Err(ApiError::Forbidden(NO_API_ACCESS_MESSAGE.into()));
-    }
     // The answer holds until the key retires or a grace period ends, whichever is first.
     let grace_end = if row.subscription_status == SubscriptionStatus::Active { None } else { row.grace_ends_at };
     let valid_until = [row.expires_at, grace_end].into_iter().flatten().min();
     Ok(Grant {
         tenant: Tenant { gym_id, owner_gym_id: row.gym_id, key_id: row.key_id, environment: env, timezone },
+        licence: Licence { api: row.api_access, devices: row.device_access },
         valid_until,
     })
 }
@@ -376,6 +400,7 @@ mod tests {
                 environment: Environment::Live,
                 timezone: "UTC".into(),
             },
+            licence: Licence { api: true, devices: true },
             valid_until: None,
         };
         let ask = |fingerprint: &'static str| {

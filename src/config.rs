@@ -24,6 +24,10 @@ pub struct Config {
     pub public_url: Option<String>,
     /// `GYMAPI_RATE_LIMIT_PER_MINUTE`, default 120.
     pub rate_limit_per_minute: u32,
+    /// `GYMAPI_DEVICE_RATE_LIMIT_PER_MINUTE`, default 600: the device API's budget per key.
+    pub device_rate_limit_per_minute: u32,
+    /// `GYMAPI_DOOR_COMMAND_TTL_SECS`, default 30: how long a door command may be handed out.
+    pub door_command_ttl: Duration,
     /// `GYMAPI_IDEMPOTENCY_TTL_SECS`, default 86,400.
     pub idempotency_ttl: Duration,
     /// `GYMAPI_KEY_ROLL_GRACE_SECS`, default 86,400.
@@ -51,6 +55,8 @@ impl Default for Config {
             bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
             public_url: None,
             rate_limit_per_minute: 120,
+            device_rate_limit_per_minute: 600,
+            door_command_ttl: Duration::from_secs(30),
             idempotency_ttl: Duration::from_secs(24 * 3600),
             key_roll_grace: Duration::from_secs(24 * 3600),
             webhook_allow_private: false,
@@ -72,6 +78,15 @@ fn parse_secs(name: &str, value: &str) -> anyhow::Result<Duration> {
     let secs: u64 =
         value.trim().parse().with_context(|| format!("{name} must be a whole number of seconds, got {value:?}"))?;
     Ok(Duration::from_secs(secs))
+}
+
+fn positive(name: &str, value: &str) -> anyhow::Result<u32> {
+    value
+        .trim()
+        .parse()
+        .ok()
+        .filter(|n| *n >= 1)
+        .with_context(|| format!("{name} must be a positive integer, got {value:?}"))
 }
 
 impl Config {
@@ -99,12 +114,13 @@ impl Config {
         }
         c.public_url = var("GYMAPI_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_string());
         if let Some(v) = var("GYMAPI_RATE_LIMIT_PER_MINUTE") {
-            c.rate_limit_per_minute = v
-                .trim()
-                .parse()
-                .ok()
-                .filter(|n| *n >= 1)
-                .with_context(|| format!("GYMAPI_RATE_LIMIT_PER_MINUTE must be a positive integer, got {v:?}"))?;
+            c.rate_limit_per_minute = positive("GYMAPI_RATE_LIMIT_PER_MINUTE", &v)?;
+        }
+        if let Some(v) = var("GYMAPI_DEVICE_RATE_LIMIT_PER_MINUTE") {
+            c.device_rate_limit_per_minute = positive("GYMAPI_DEVICE_RATE_LIMIT_PER_MINUTE", &v)?;
+        }
+        if let Some(v) = var("GYMAPI_DOOR_COMMAND_TTL_SECS") {
+            c.door_command_ttl = Duration::from_secs(positive("GYMAPI_DOOR_COMMAND_TTL_SECS", &v)?.into());
         }
         if let Some(v) = var("GYMAPI_IDEMPOTENCY_TTL_SECS") {
             c.idempotency_ttl = parse_secs("GYMAPI_IDEMPOTENCY_TTL_SECS", &v)?;

@@ -20,6 +20,37 @@ pub const DOCUMENT: &str = include_str!("../openapi.yaml");
 /// Where the document's operations are served (its `servers` entry).
 pub const API_BASE: &str = "/api/v1";
 
+/// The device API's contract, embedded in the binary.
+pub const DEVICES_DOCUMENT: &str = include_str!("../openapi-devices.yaml");
+
+/// Where the device API's operations are served.
+pub const DEVICES_BASE: &str = "/api/v1/devices";
+
+/// The two APIs, each served from its own document under its own base.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// The integration API of `openapi.yaml`, licensed by the plan's API access.
+    Integration,
+    /// The device API of `openapi-devices.yaml`, licensed by the plan's device features.
+    Devices,
+}
+
+impl Family {
+    pub fn base(self) -> &'static str {
+        match self {
+            Self::Integration => API_BASE,
+            Self::Devices => DEVICES_BASE,
+        }
+    }
+
+    pub fn document(self) -> &'static str {
+        match self {
+            Self::Integration => DOCUMENT,
+            Self::Devices => DEVICES_DOCUMENT,
+        }
+    }
+}
+
 /// Largest request body accepted (an import batch of 500 rows is far below it).
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
@@ -80,9 +111,9 @@ pub struct Contract {
 }
 
 impl Contract {
-    /// The embedded document.
-    pub fn embedded() -> anyhow::Result<Arc<Self>> {
-        Ok(Arc::new(Self::parse(DOCUMENT)?))
+    /// The embedded document of a family.
+    pub fn embedded(family: Family) -> anyhow::Result<Arc<Self>> {
+        Ok(Arc::new(Self::parse(family.document())?))
     }
 
     pub fn parse(yaml: &str) -> anyhow::Result<Self> {

@@ -14,6 +14,8 @@ use serde_json::json;
 pub const UNAUTHORIZED_MESSAGE: &str = "Invalid or missing API key.";
 /// The 403 message of a plan without API access (openapi.yaml, response `Forbidden`).
 pub const NO_API_ACCESS_MESSAGE: &str = "This gym does not have API access enabled.";
+/// The 403 message of a plan without device features (openapi-devices.yaml, response `Forbidden`).
+pub const NO_DEVICE_ACCESS_MESSAGE: &str = "This gym does not have device features enabled.";
 
 /// Field → problems, as sent in a 422 body.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -76,6 +78,9 @@ pub enum ApiError {
     MethodNotAllowed { method: String, path: String, allow: Vec<String> },
     #[error("idempotency conflict")]
     IdempotencyConflict,
+    /// The record is not in a state that allows the request (409 `state_conflict`).
+    #[error("state conflict: {0}")]
+    StateConflict(String),
     #[error("validation failed")]
     Validation(FieldErrors),
     #[error("rate limited")]
@@ -112,6 +117,7 @@ impl ApiError {
             Self::NotFound(_) => "not_found",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::IdempotencyConflict => "idempotency_conflict",
+            Self::StateConflict(_) => "state_conflict",
             Self::Validation(_) => "validation_failed",
             Self::RateLimited { .. } => "rate_limited",
             Self::ServiceUnavailable(_) => "service_unavailable",
@@ -123,7 +129,9 @@ impl ApiError {
         match self {
             Self::Unauthorized => Cow::Borrowed(UNAUTHORIZED_MESSAGE),
             Self::PaymentRequired => Cow::Borrowed("payment_required"),
-            Self::Forbidden(m) | Self::NotFound(m) | Self::ServiceUnavailable(m) => Cow::Borrowed(m),
+            Self::Forbidden(m) | Self::NotFound(m) | Self::ServiceUnavailable(m) | Self::StateConflict(m) => {
+                Cow::Borrowed(m)
+            }
             Self::MethodNotAllowed { method, path, .. } => Cow::Owned(format!("{method} is not allowed on {path}.")),
             Self::IdempotencyConflict => Cow::Borrowed("A request with this Idempotency-Key is still in progress."),
             Self::Validation(errors) => Cow::Owned(errors.summary()),
@@ -156,7 +164,7 @@ impl ResponseError for ApiError {
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            Self::IdempotencyConflict => StatusCode::CONFLICT,
+            Self::IdempotencyConflict | Self::StateConflict(_) => StatusCode::CONFLICT,
             Self::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,

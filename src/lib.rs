@@ -8,6 +8,7 @@
 pub mod accounts;
 pub mod api;
 pub mod app;
+pub mod attendance;
 pub mod auth;
 pub mod cli;
 pub mod config;
@@ -16,10 +17,13 @@ pub mod contract;
 pub mod counters;
 pub mod db;
 pub mod demo;
+pub mod devices;
 pub mod errors;
+pub mod frontdesk;
 pub mod health;
 pub mod import;
 pub mod limits;
+pub mod listing;
 pub mod members;
 pub mod middleware;
 pub mod openapi;
@@ -30,6 +34,7 @@ pub mod settings;
 pub mod state;
 pub mod types;
 pub mod usage;
+pub mod wake;
 pub mod webhooks;
 
 /// mimalloc instead of the system allocator: a 500-row import batch or a list page allocates

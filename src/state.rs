@@ -9,8 +9,9 @@ use sea_orm::DatabaseConnection;
 use crate::{
     auth::{self, LastUsed},
     config::Config,
-    contract::Contract,
+    contract::{Contract, Family},
     limits::Store,
+    wake::{Shutdown, Wakes},
 };
 
 /// Everything a request may need, shared by all of them.
@@ -19,7 +20,10 @@ pub struct AppState {
     /// sea-orm's connection, with a pool of its own for single statements on PostgreSQL.
     pub db: crate::db::Db,
     pub config: Arc<Config>,
+    /// The integration API's document, at run time.
     pub contract: Arc<Contract>,
+    /// The device API's document, at run time.
+    pub devices_contract: Arc<Contract>,
     pub last_used: Arc<LastUsed>,
     /// Rate limits: Redis when `REDIS_URL` is set, else in process.
     pub store: Arc<dyn Store>,
@@ -33,16 +37,24 @@ pub struct AppState {
     pub search_totals: Arc<crate::counters::search_totals::SearchTotals>,
     /// The statistics, kept per gym and per version of what they count.
     pub statistics: Arc<crate::counters::statistics::KeptStatistics>,
+    /// Wake-ups of long polls, across servers through Redis when it is configured.
+    pub wakes: Arc<Wakes>,
+    /// Begins when the server shuts down: waiting long polls answer then.
+    pub shutdown: Shutdown,
+    /// Devices' last requests, written at most every few seconds per device.
+    pub heartbeats: Arc<crate::frontdesk::devices::Heartbeats>,
 }
 
 impl AppState {
     /// Connects the store the configuration names (Redis must answer at start-up).
     pub async fn new(db: DatabaseConnection, config: Config) -> anyhow::Result<Self> {
         let store = crate::limits::connect(&config).await?;
+        let wakes = Wakes::connect(&config).await?;
         Ok(Self {
             db: crate::db::Db::new(db),
             config: Arc::new(config),
-            contract: Contract::embedded()?,
+            contract: Contract::embedded(Family::Integration)?,
+            devices_contract: Contract::embedded(Family::Devices)?,
             last_used: Arc::new(LastUsed::default()),
             store,
             webhooks: Arc::new(tokio::sync::Notify::new()),
@@ -50,7 +62,18 @@ impl AppState {
             resolutions: Arc::new(auth::Resolutions::default()),
             search_totals: Arc::default(),
             statistics: Arc::default(),
+            wakes,
+            shutdown: Shutdown::default(),
+            heartbeats: Arc::default(),
         })
+    }
+
+    /// The document of an API family, at run time.
+    pub fn contract(&self, family: Family) -> &Contract {
+        match family {
+            Family::Integration => &self.contract,
+            Family::Devices => &self.devices_contract,
+        }
     }
 
     /// Starts what runs beside the API: the webhook dispatcher (unless the configuration leaves it

@@ -5,10 +5,8 @@ use chrono_tz::Tz;
 use entity::attendance;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
-use super::{
-    Handlers,
-    list::{Envelope, list_page, listing},
-};
+use super::Handlers;
+use crate::listing::{Envelope, list_page, listing};
 use crate::openapi::*;
 use crate::types::wire::Json;
 use crate::{
@@ -17,22 +15,6 @@ use crate::{
     errors::{ApiError, FieldErrors},
     pagination::Page,
 };
-
-fn entry(m: attendance::Model) -> AttendanceEntry {
-    AttendanceEntry {
-        object: AttendanceEntryObject::Attendance,
-        id: m.id,
-        kind: m.kind.into(),
-        status: m.status.into(),
-        member_id: m.member_id.into(),
-        facility_id: m.facility_id,
-        device_id: m.device_id.into(),
-        occurred_at: m.occurred_at,
-        legacy_id: m.legacy_id.into(),
-        created_at: m.created_at,
-        updated_at: m.updated_at,
-    }
-}
 
 /// Which end of a day a bare date stands for.
 #[derive(Clone, Copy)]
@@ -101,8 +83,8 @@ async fn list(h: &Handlers, ctx: &RequestContext, p: ListAttendanceParams) -> Re
     let listing = listing!(attendance, OccurredAt, Some(counters::ATTENDANCE_ROWS));
     // The counters know totals per status, not per member or period.
     let counted = (p.member_id.is_none() && from.is_none() && to.is_none()).then(|| p.status.map(|s| s.as_str()));
-    let rows = list_page(h, ctx, &mut page, select, listing, p.updated_since, counted).await?;
-    Ok(AttendanceList::of(&page, rows.into_iter().map(entry)))
+    let rows = list_page(h.db(), ctx, &mut page, select, listing, p.updated_since, counted).await?;
+    Ok(AttendanceList::of(&page, rows.into_iter().map(crate::attendance::record)))
 }
 
 impl AttendanceApi for Handlers {

@@ -3,11 +3,8 @@
 use entity::{membership_plan, product, purchase, subscription_plan};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
-use super::{
-    Handlers, find_in_gym,
-    list::{Envelope, list_page, listing},
-    money,
-};
+use super::{Handlers, find_in_gym, money};
+use crate::listing::{Envelope, list_page, listing};
 use crate::openapi::*;
 use crate::types::wire::Json;
 use crate::{context::RequestContext, counters, errors::ApiError, pagination::Page};
@@ -85,7 +82,7 @@ impl MembershipsApi for Handlers {
         use membership_plan::Entity;
         let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
         let listing = listing!(membership_plan, CreatedAt, Some(counters::MEMBERSHIP_PLAN_ROWS));
-        let rows = list_page(self, ctx, &mut page, Entity::find(), listing, p.updated_since, Some(None)).await?;
+        let rows = list_page(self.db(), ctx, &mut page, Entity::find(), listing, p.updated_since, Some(None)).await?;
         Ok(ListMembershipPlansResponse::Ok(Json(MembershipPlanList::of(&page, rows.into_iter().map(membership_plan)))))
     }
 
@@ -109,7 +106,7 @@ impl SubscriptionsApi for Handlers {
         use subscription_plan::Entity;
         let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
         let listing = listing!(subscription_plan, CreatedAt, Some(counters::SUBSCRIPTION_PLAN_ROWS));
-        let rows = list_page(self, ctx, &mut page, Entity::find(), listing, p.updated_since, Some(None)).await?;
+        let rows = list_page(self.db(), ctx, &mut page, Entity::find(), listing, p.updated_since, Some(None)).await?;
         Ok(ListSubscriptionPlansResponse::Ok(Json(SubscriptionPlanList::of(
             &page,
             rows.into_iter().map(subscription_plan),
@@ -142,7 +139,7 @@ impl ProductsApi for Handlers {
         }
         let listing = listing!(product, CreatedAt, Some(counters::PRODUCT_ROWS));
         let status = p.status.map(|s| s.as_str());
-        let rows = list_page(self, ctx, &mut page, select, listing, p.updated_since, Some(status)).await?;
+        let rows = list_page(self.db(), ctx, &mut page, select, listing, p.updated_since, Some(status)).await?;
         Ok(ListProductsResponse::Ok(Json(ProductList::of(&page, rows.into_iter().map(product)))))
     }
 
@@ -173,7 +170,7 @@ impl PurchasesApi for Handlers {
         let listing = listing!(purchase, PurchasedAt, Some(counters::PURCHASE_ROWS));
         // The counters know totals per payment status, not per member.
         let counted = p.member_id.is_none().then(|| p.payment_status.map(|s| s.as_str()));
-        let rows = list_page(self, ctx, &mut page, select, listing, p.updated_since, counted).await?;
+        let rows = list_page(self.db(), ctx, &mut page, select, listing, p.updated_since, counted).await?;
         Ok(ListPurchasesResponse::Ok(Json(PurchaseList::of(&page, rows.into_iter().map(purchase)))))
     }
 

@@ -9,7 +9,8 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::{Handlers, find_in_gym, list::Envelope};
+use super::{Handlers, find_in_gym};
+use crate::listing::Envelope;
 use crate::openapi::*;
 use crate::types::wire::Json;
 use crate::{

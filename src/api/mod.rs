@@ -4,7 +4,6 @@
 mod attendance;
 mod catalog;
 mod import;
-mod list;
 mod members;
 mod statistics;
 mod webhooks;

@@ -5,10 +5,8 @@ use entity::webhook_delivery::{self, Column, Entity};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde::Deserialize;
 
-use super::{
-    Handlers, find_in_gym,
-    list::{Envelope, list_page, listing},
-};
+use super::{Handlers, find_in_gym};
+use crate::listing::{Envelope, list_page, listing};
 use crate::openapi::*;
 use crate::types::wire::Json;
 use crate::{context::RequestContext, errors::ApiError, pagination::Page};
@@ -71,7 +69,7 @@ impl WebhooksApi for Handlers {
             select = select.filter(Column::EndpointId.eq(id));
         }
         let listing = listing!(webhook_delivery, CreatedAt, None);
-        let rows = list_page(self, ctx, &mut page, select, listing, p.updated_since, None).await?;
+        let rows = list_page(self.db(), ctx, &mut page, select, listing, p.updated_since, None).await?;
         Ok(ListWebhookDeliveriesResponse::Ok(Json(WebhookDeliveryList::of(&page, rows.into_iter().map(delivery)))))
     }
 

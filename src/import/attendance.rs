@@ -8,17 +8,15 @@ use entity::{
     attendance,
     states::{AttendanceKind, AttendanceStatus},
 };
-use sea_orm::{ActiveValue::Set, ConnectionTrait, DatabaseConnection, DbErr, Statement};
+use sea_orm::{ActiveValue::Set, DatabaseConnection, DbErr};
 use uuid::Uuid;
 
 use super::{
     batch::{Batch, default_facility, field, finish, fresh_rows, missing, planned, run},
     members::member_refs,
-    sql::{Legacy, add_counts, insert_new, returned},
+    sql::{Legacy, insert_new, returned},
 };
 use crate::{
-    counters,
-    db::placeholders,
     errors::{ApiError, FieldErrors},
     openapi::{ImportAttendanceRow, ImportEntity, ImportResult},
     records::{new_id, now},
@@ -90,57 +88,25 @@ pub async fn attendance(
         use attendance::Column as C;
         let returning = [C::MemberId, C::Kind, C::Status, C::OccurredAt];
         let created = insert_new(&txn, models, [C::GymId, C::Kind, C::LegacyId], returning).await?;
-        add_counts(&txn, gym_id, counters::ATTENDANCE_ROWS, &returned::<String>(&created, "status")?).await?;
-        add_visits(&txn, gym_id, &created, at).await?;
+        crate::attendance::count(&txn, gym_id, &returned::<AttendanceStatus>(&created, "status")?).await?;
+        crate::attendance::add_visits(&txn, gym_id, &visits(&created)?, at).await?;
         finish(txn, batch, created.len(), at).await
     };
     run(db, batch, validate, write).await
 }
 
-/// A member's `visits_count` and `last_visit_at` follow their granted check-ins: one
-/// `UPDATE ... FROM (VALUES ...)` for the members of a batch, adding to the stored figures (so
-/// concurrent batches add up).
-async fn add_visits(
-    db: &impl ConnectionTrait,
-    gym_id: Uuid,
-    created: &[sea_orm::QueryResult],
-    at: DateTime<Utc>,
-) -> Result<(), DbErr> {
+/// The visits of the check-ins a batch created, per member: how many, and the latest.
+fn visits(created: &[sea_orm::QueryResult]) -> Result<Vec<(Uuid, i64, DateTime<Utc>)>, DbErr> {
     let mut visits: HashMap<Uuid, (i64, DateTime<Utc>)> = HashMap::new();
     for row in created {
         let kind: AttendanceKind = row.try_get("", "kind")?;
         let status: AttendanceStatus = row.try_get("", "status")?;
         let member_id: Option<Uuid> = row.try_get("", "member_id")?;
         let occurred_at: DateTime<Utc> = row.try_get("", "occurred_at")?;
-        let (Some(member_id), AttendanceKind::CheckIn, AttendanceStatus::Granted) = (member_id, kind, status) else {
-            continue;
-        };
+        let (Some(member_id), true) = (member_id, crate::attendance::is_visit(kind, status)) else { continue };
         let v = visits.entry(member_id).or_insert((0, occurred_at));
         v.0 += 1;
         v.1 = v.1.max(occurred_at);
     }
-    if visits.is_empty() {
-        return Ok(());
-    }
-    let backend = db.get_database_backend();
-    // In the order of the text: `updated_at`, the rows, the gym.
-    let mut values: Vec<sea_orm::Value> = vec![at.into()];
-    let mut rows = Vec::with_capacity(visits.len());
-    for (id, (n, latest)) in visits {
-        rows.push("(?, ?, ?)");
-        values.extend([id.into(), n.into(), latest.into()]);
-    }
-    let sql = placeholders(
-        backend,
-        &format!(
-            "UPDATE members SET visits_count = members.visits_count + v.column2, \
-             last_visit_at = CASE WHEN members.last_visit_at IS NULL OR members.last_visit_at < v.column3 \
-             THEN v.column3 ELSE members.last_visit_at END, updated_at = ? \
-             FROM (VALUES {}) AS v WHERE members.gym_id = ? AND members.id = v.column1",
-            rows.join(", ")
-        ),
-    );
-    values.push(gym_id.into());
-    db.execute(Statement::from_sql_and_values(backend, sql, values)).await?;
-    Ok(())
+    Ok(visits.into_iter().map(|(id, (n, latest))| (id, n, latest)).collect())
 }

@@ -24,6 +24,24 @@ impl RatePolicy {
     }
 }
 
+/// Which of a key's two budgets a request counts against: the integration API's, or the device
+/// API's, counted apart (one key's device traffic never eats its integration budget).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Budget {
+    Integration,
+    Devices,
+}
+
+impl Budget {
+    /// What a budget's bucket adds to the key's fingerprint.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Self::Integration => "",
+            Self::Devices => ":devices",
+        }
+    }
+}
+
 /// The verdict for one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Decision {
@@ -122,16 +140,17 @@ pub trait Store: Send + Sync + 'static {
     async fn hit(&self, bucket: &str, policy: RatePolicy) -> Result<Decision, StoreError>;
 
     /// The key cache and the limiter in one round trip: the grant cached for the key with this
-    /// fingerprint and, when there is one, the request counted against `policy` (bucket: the
-    /// fingerprint). Nothing is counted for an unknown key.
-    async fn admit(&self, fingerprint: &str, policy: RatePolicy) -> Result<Admission, StoreError>;
+    /// fingerprint and, when there is one, the request counted against `policy` in the key's
+    /// `budget`. Nothing is counted for an unknown key.
+    async fn admit(&self, fingerprint: &str, budget: Budget, policy: RatePolicy) -> Result<Admission, StoreError>;
 
-    /// Counts a request of a key just resolved from the database, caching its grant for `ttl` when
-    /// one is given (in the same round trip).
+    /// Counts a request of a key just resolved from the database in its `budget`, caching its
+    /// grant for `ttl` when one is given (in the same round trip).
     async fn admit_resolved(
         &self,
         fingerprint: &str,
         grant: Option<(&str, Duration)>,
+        budget: Budget,
         policy: RatePolicy,
     ) -> Result<Decision, StoreError>;
 

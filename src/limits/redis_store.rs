@@ -6,7 +6,7 @@ use std::time::Duration;
 use redis::{Script, aio::ConnectionManager};
 
 use super::{
-    Admission, Decision, IDEMPOTENCY_LOCK, IdempotencyRecord, IdempotencyState, RatePolicy, Store, StoreError,
+    Admission, Budget, Decision, IDEMPOTENCY_LOCK, IdempotencyRecord, IdempotencyState, RatePolicy, Store, StoreError,
     StoredResponse, retry_after_secs,
 };
 
@@ -131,11 +131,12 @@ impl RedisStore {
         fingerprint: &str,
         mode: &str,
         grant: Option<(&str, Duration)>,
-        policy: RatePolicy,
+        (budget, policy): (Budget, RatePolicy),
     ) -> Result<Option<(String, Decision)>, StoreError> {
         let mut conn = self.conn.clone();
         let mut invocation = self.admit.key(self.grant_key(fingerprint));
-        invocation.key(self.bucket_key(fingerprint));
+        // The budget's suffix after the hash tag: the grant and every budget of a key, one slot.
+        invocation.key(format!("{}{}", self.bucket_key(fingerprint), budget.suffix()));
         let (value, ttl) = grant.unwrap_or(("", Duration::ZERO));
         invocation
             .arg(policy.limit)
@@ -180,8 +181,8 @@ impl Store for RedisStore {
         Ok(decision(policy, allowed, remaining, wait_ms))
     }
 
-    async fn admit(&self, fingerprint: &str, policy: RatePolicy) -> Result<Admission, StoreError> {
-        Ok(match self.run_admit(fingerprint, "get", None, policy).await? {
+    async fn admit(&self, fingerprint: &str, budget: Budget, policy: RatePolicy) -> Result<Admission, StoreError> {
+        Ok(match self.run_admit(fingerprint, "get", None, (budget, policy)).await? {
             Some((grant, decision)) => Admission::Granted { grant, decision },
             None => Admission::Unknown,
         })
@@ -191,9 +192,10 @@ impl Store for RedisStore {
         &self,
         fingerprint: &str,
         grant: Option<(&str, Duration)>,
+        budget: Budget,
         policy: RatePolicy,
     ) -> Result<Decision, StoreError> {
-        match self.run_admit(fingerprint, "set", grant, policy).await? {
+        match self.run_admit(fingerprint, "set", grant, (budget, policy)).await? {
             Some((_, decision)) => Ok(decision),
             None => Err(StoreError::Backend("the admit script answered no decision".into())),
         }

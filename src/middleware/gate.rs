@@ -1,5 +1,5 @@
-//! The gate of the integration API: every check a request passes before its handler runs, in the
-//! documented order (see `docs/architecture.md`).
+//! The gate of an API family (the integration API, the device API): every check a request passes
+//! before its handler runs, in the documented order (see `docs/architecture.md`).
 
 use std::sync::Arc;
 
@@ -9,31 +9,42 @@ use sha2::{Digest, Sha256};
 
 use super::idempotency::{IDEMPOTENCY_KEY, idempotent, request_fingerprint};
 use crate::{
-    auth,
+    auth::{self, Admitted},
     config::Config,
     context::RequestContext,
-    contract::{self, API_BASE, MAX_BODY_BYTES, RouteMatch},
-    errors::{ApiError, to_json_error},
-    limits::RatePolicy,
+    contract::{Family, MAX_BODY_BYTES, RouteMatch},
+    errors::{ApiError, NO_API_ACCESS_MESSAGE, NO_DEVICE_ACCESS_MESSAGE, to_json_error},
+    limits::{Budget, RatePolicy},
     state::AppState,
 };
 
-/// The gate of `/api/v1`, in the documented order (openapi.yaml, "Authentication"): key (401) → subscription (402) → plan (403)
-/// → rate limit (429) → route (404/405) → validation against openapi.yaml (422). Only requests that
+/// The gate of a family's base path, in the documented order (openapi.yaml, "Authentication"): key
+/// (401) → subscription (402) → the plan's licence of the family (403) → the family's rate limit
+/// (429) → route (404/405) → validation against the family's document (422). Only requests that
 /// pass every check reach the generated routes, with their `RequestContext`.
-pub async fn gate<E: Endpoint>(next: Arc<E>, req: Request, state: AppState) -> poem::Result<Response> {
+pub async fn gate<E: Endpoint>(next: Arc<E>, req: Request, state: AppState, family: Family) -> poem::Result<Response> {
     let key = auth::key_from_headers(req.headers());
-    let policy = RatePolicy::per_minute(state.config.rate_limit_per_minute);
+    let budget = match family {
+        Family::Integration => (Budget::Integration, RatePolicy::per_minute(state.config.rate_limit_per_minute)),
+        Family::Devices => (Budget::Devices, RatePolicy::per_minute(state.config.device_rate_limit_per_minute)),
+    };
     let now = crate::records::now();
-    let (tenant, decision) =
-        match auth::admit(&state.db, &*state.store, &state.resolutions, key.as_deref(), policy, now).await {
+    let Admitted { tenant, licence, decision } =
+        match auth::admit(&state.db, &*state.store, &state.resolutions, key.as_deref(), budget, now).await {
             Ok(admitted) => admitted,
             Err(e) => return Ok(e.as_response()),
         };
+    let unlicensed = match family {
+        Family::Integration => (!licence.api).then_some(NO_API_ACCESS_MESSAGE),
+        Family::Devices => (!licence.devices).then_some(NO_DEVICE_ACCESS_MESSAGE),
+    };
+    if let Some(message) = unlicensed {
+        return Ok(ApiError::Forbidden(message.into()).as_response());
+    }
     state.last_used.touch(&state.db, tenant.key_id);
     state.usage.record(tenant.owner_gym_id, tenant.key_id);
     let mut response = if decision.allowed {
-        Box::pin(route(next, req, &state, tenant)).await
+        Box::pin(route(next, req, &state, tenant, family)).await
     } else {
         ApiError::RateLimited { retry_after_secs: decision.retry_after_secs }.as_response()
     };
@@ -43,25 +54,27 @@ pub async fn gate<E: Endpoint>(next: Arc<E>, req: Request, state: AppState) -> p
     Ok(response)
 }
 
-/// Finds the operation of openapi.yaml, validates the request against it, and calls it.
+/// Finds the operation of the family's document, validates the request against it, and calls it.
 async fn route<E: Endpoint>(
     next: Arc<E>,
     mut req: Request,
     state: &AppState,
     tenant: crate::context::Tenant,
+    family: Family,
 ) -> Response {
     let path = req.uri().path().to_string();
     if path == "/openapi.yaml" && req.method() == poem::http::Method::GET {
-        return Response::builder().content_type("application/yaml").body(contract::DOCUMENT);
+        return Response::builder().content_type("application/yaml").body(family.document());
     }
-    match state.contract.route(req.method(), &path) {
+    let base = family.base();
+    match state.contract(family).route(req.method(), &path) {
         RouteMatch::NotFound => {
-            return ApiError::NotFound(format!("No such path: {}{}.", API_BASE, truncate(&path, 200))).as_response();
+            return ApiError::NotFound(format!("No such path: {base}{}.", truncate(&path, 200))).as_response();
         }
         RouteMatch::MethodNotAllowed(allow) => {
             let err = ApiError::MethodNotAllowed {
                 method: req.method().to_string(),
-                path: format!("{API_BASE}{}", truncate(&path, 200)),
+                path: format!("{base}{}", truncate(&path, 200)),
                 allow,
             };
             return err.as_response();
@@ -99,7 +112,7 @@ async fn route<E: Endpoint>(
             }
             let idempotency_key = req.headers().get(IDEMPOTENCY_KEY).and_then(|v| v.to_str().ok()).map(str::to_string);
             if let (true, Some(key)) = (op.idempotent, idempotency_key) {
-                let base_url = base_url(&state.config, &req);
+                let base_url = base_url(&state.config, &req, base);
                 let scope = format!("{}:{}", tenant.gym_id, hex::encode(Sha256::digest(key.as_bytes())));
                 let fingerprint = request_fingerprint(req.method().as_str(), &path, req.uri().query(), &body);
                 req.extensions_mut().insert(RequestContext { tenant, base_url, path });
@@ -107,7 +120,7 @@ async fn route<E: Endpoint>(
             }
         }
     }
-    let base_url = base_url(&state.config, &req);
+    let base_url = base_url(&state.config, &req, base);
     req.extensions_mut().insert(RequestContext { tenant, base_url, path });
     match next.call(req).await {
         Ok(r) => r.into_response(),
@@ -122,10 +135,11 @@ fn truncate(s: &str, max: usize) -> &str {
     }
 }
 
-/// Absolute base of the API for list links: `GYMAPI_PUBLIC_URL`, else what the client addressed.
-fn base_url(config: &Config, req: &Request) -> String {
+/// Absolute base of the family's API (`base`) for list links: `GYMAPI_PUBLIC_URL`, else what the
+/// client addressed.
+fn base_url(config: &Config, req: &Request, base: &str) -> String {
     if let Some(u) = &config.public_url {
-        return format!("{u}{API_BASE}");
+        return format!("{u}{base}");
     }
     let header = |name: &str| {
         req.headers()
@@ -138,5 +152,5 @@ fn base_url(config: &Config, req: &Request) -> String {
         .or_else(|| header("host"))
         .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b)))
         .unwrap_or_else(|| config.bind.to_string());
-    format!("{proto}://{host}{API_BASE}")
+    format!("{proto}://{host}{base}")
 }

@@ -15,3 +15,51 @@ pub fn validation_error_from_parse(err: &poem::Error) -> ValidationError {
     let errors = FieldErrors::from_parse(err);
     ValidationError { message: errors.summary(), errors: errors.0 }
 }
+
+/// The list envelope's parts are the integration API's, field for field.
+impl From<super::PaginationLinks> for PaginationLinks {
+    fn from(l: super::PaginationLinks) -> Self {
+        Self { first: l.first, last: l.last, prev: l.prev, next: l.next }
+    }
+}
+
+impl From<super::PaginationMeta> for PaginationMeta {
+    fn from(m: super::PaginationMeta) -> Self {
+        Self {
+            current_page: m.current_page,
+            last_page: m.last_page,
+            per_page: m.per_page,
+            total: m.total,
+            from: m.from,
+            to: m.to,
+        }
+    }
+}
+
+/// The document's enums and the stored states are the same sets of values (see [`super`]).
+macro_rules! same_values {
+    ($($api:ident <=> $stored:ident { $($variant:ident),+ $(,)? })+) => {$(
+        impl From<entity::states::$stored> for $api {
+            fn from(value: entity::states::$stored) -> Self {
+                match value {
+                    $(entity::states::$stored::$variant => Self::$variant,)+
+                }
+            }
+        }
+
+        impl From<$api> for entity::states::$stored {
+            fn from(value: $api) -> Self {
+                match value {
+                    $($api::$variant => Self::$variant,)+
+                }
+            }
+        }
+    )+};
+}
+
+same_values! {
+    DeviceKind <=> DeviceKind { Door, Doorbell, CardTerminal, FiscalPrinter, Kiosk }
+    DoorAction <=> DoorAction { Open }
+    CommandState <=> CommandState { Pending, Delivered, Executed, Failed, Expired }
+    RingState <=> RingState { Pending, Opened, Dismissed, Expired }
+}

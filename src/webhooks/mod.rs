@@ -35,17 +35,20 @@ pub const SECRET_OVERLAP: Duration = Duration::hours(24);
 pub enum EventType {
     MemberCreated,
     MemberUpdated,
+    AttendanceCreated,
     ImportCompleted,
     Ping,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 4] = [Self::MemberCreated, Self::MemberUpdated, Self::ImportCompleted, Self::Ping];
+    pub const ALL: [EventType; 5] =
+        [Self::MemberCreated, Self::MemberUpdated, Self::AttendanceCreated, Self::ImportCompleted, Self::Ping];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::MemberCreated => "member.created",
             Self::MemberUpdated => "member.updated",
+            Self::AttendanceCreated => "attendance.created",
             Self::ImportCompleted => "import.completed",
             Self::Ping => "ping",
         }

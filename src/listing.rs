@@ -1,14 +1,22 @@
-//! What every list endpoint shares: the tenant's rows of one table, one page of them pinned at the
-//! walk's `as_of`, their total, and the envelope (`data`, `links`, `meta`) around them.
+//! What every list endpoint of both APIs shares: the tenant's rows of one table, one page of them
+//! pinned at the walk's `as_of`, their total, and the envelope (`data`, `links`, `meta`) around
+//! them.
 
 use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, Select};
 
-use super::Handlers;
-use crate::{context::RequestContext, counters, errors::ApiError, openapi::*, pagination::Page, records::rfc3339};
+use crate::{
+    context::RequestContext,
+    counters,
+    db::Db,
+    errors::ApiError,
+    openapi::{self, *},
+    pagination::Page,
+    records::rfc3339,
+};
 
 /// How a list of one table is scoped, ordered and counted.
-pub(super) struct Listing<C> {
+pub struct Listing<C> {
     pub gym: C,
     pub created: C,
     pub updated: C,
@@ -23,7 +31,7 @@ pub(super) struct Listing<C> {
 /// newest first by `$order`.
 macro_rules! listing {
     ($table:ident, $order:ident, $counted:expr) => {
-        $crate::api::list::Listing {
+        $crate::listing::Listing {
             gym: $table::Column::GymId,
             created: $table::Column::CreatedAt,
             updated: $table::Column::UpdatedAt,
@@ -33,14 +41,14 @@ macro_rules! listing {
         }
     };
 }
-pub(super) use listing;
+pub(crate) use listing;
 
 /// One page of the tenant's rows of `select` (already narrowed by the list's own filters), with
 /// `updated_since` (kept in the page's links) and the walk pinned at `as_of`. `counted` says
 /// whether the gym's counters know the total: `Some(label)` when the only other filter is the
 /// counted label (or none), `None` when a filter outside them is set and the rows must be counted.
-pub(super) async fn list_page<E>(
-    h: &Handlers,
+pub async fn list_page<E>(
+    db: &Db,
     ctx: &RequestContext,
     page: &mut Page,
     select: Select<E>,
@@ -59,15 +67,15 @@ where
     }
     let known = match (counted, l.counted) {
         (Some(label), Some(list)) if updated_since.is_none() => {
-            Some(counters::total_as_of(h.db(), ctx.tenant.gym_id, list, label, page.as_of).await?)
+            Some(counters::total_as_of(db, ctx.tenant.gym_id, list, label, page.as_of).await?)
         }
         _ => None,
     };
-    page.fetch(h.db(), select, l.created, l.order, l.id, known).await
+    page.fetch(db, select, l.created, l.order, l.id, known).await
 }
 
 /// A list response of the document: its records, with the page's links and meta.
-pub(super) trait Envelope: Sized {
+pub trait Envelope: Sized {
     type Item;
 
     fn from_parts(data: Vec<Self::Item>, links: PaginationLinks, meta: PaginationMeta) -> Self;
@@ -98,6 +106,14 @@ envelopes! {
     PurchaseList of Purchase,
     AttendanceList of AttendanceEntry,
     WebhookDeliveryList of WebhookDelivery,
+}
+
+impl Envelope for openapi::devices::DeviceList {
+    type Item = openapi::devices::Device;
+
+    fn from_parts(data: Vec<Self::Item>, links: PaginationLinks, meta: PaginationMeta) -> Self {
+        Self { data, links: links.into(), meta: meta.into() }
+    }
 }
 
 fn links(page: &Page) -> PaginationLinks {

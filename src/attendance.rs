@@ -1,0 +1,92 @@
+//! What every write of attendance entries must do, whoever writes them (the importer, the doors):
+//! the gym's attendance counters and version change in the write's transaction, and a granted
+//! check-in adds to its member's `visits_count` and `last_visit_at`. The entry as the API shows it
+//! ([`record`]) is also the payload of `attendance.created`.
+
+use chrono::{DateTime, Utc};
+use entity::{
+    attendance,
+    states::{AttendanceKind, AttendanceStatus},
+};
+use sea_orm::{ConnectionTrait, DbErr, Statement};
+use uuid::Uuid;
+
+use crate::{
+    counters::{self, ATTENDANCE_ROWS},
+    db::placeholders,
+    openapi::{AttendanceEntry, AttendanceEntryObject},
+};
+
+/// An entry as the API returns it.
+pub fn record(m: attendance::Model) -> AttendanceEntry {
+    AttendanceEntry {
+        object: AttendanceEntryObject::Attendance,
+        id: m.id,
+        kind: m.kind.into(),
+        status: m.status.into(),
+        member_id: m.member_id.into(),
+        facility_id: m.facility_id,
+        device_id: m.device_id.into(),
+        occurred_at: m.occurred_at,
+        legacy_id: m.legacy_id.into(),
+        created_at: m.created_at,
+        updated_at: m.updated_at,
+    }
+}
+
+/// Whether an entry is a visit: a granted check-in, which counts in the member's figures.
+pub fn is_visit(kind: AttendanceKind, status: AttendanceStatus) -> bool {
+    kind == AttendanceKind::CheckIn && status == AttendanceStatus::Granted
+}
+
+/// Adds entries of these statuses to the gym's attendance counters (and bumps the attendance
+/// version, which the statistics' check-ins of the day follow), in the writing transaction `db`.
+pub async fn count(db: &impl ConnectionTrait, gym_id: Uuid, statuses: &[AttendanceStatus]) -> Result<(), DbErr> {
+    if statuses.is_empty() {
+        return Ok(());
+    }
+    let mut deltas = vec![(ATTENDANCE_ROWS.name(None), i64::try_from(statuses.len()).unwrap_or(i64::MAX))];
+    for status in [AttendanceStatus::Granted, AttendanceStatus::Denied] {
+        let n = statuses.iter().filter(|s| **s == status).count();
+        if n > 0 {
+            deltas.push((ATTENDANCE_ROWS.name(Some(status.as_str())), i64::try_from(n).unwrap_or(i64::MAX)));
+        }
+    }
+    deltas.extend(ATTENDANCE_ROWS.written());
+    counters::add_many(db, gym_id, &deltas).await
+}
+
+/// Adds visits to members: per member, how many and the latest time, in one statement that adds
+/// to the stored figures (so concurrent writers add up). `updated_at` moves with them, so
+/// `updated_since` sees the change.
+pub async fn add_visits(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    visits: &[(Uuid, i64, DateTime<Utc>)],
+    at: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    if visits.is_empty() {
+        return Ok(());
+    }
+    let backend = db.get_database_backend();
+    // In the order of the text: `updated_at`, the rows, the gym.
+    let mut values: Vec<sea_orm::Value> = vec![at.into()];
+    let mut rows = Vec::with_capacity(visits.len());
+    for (id, n, latest) in visits {
+        rows.push("(?, ?, ?)");
+        values.extend([(*id).into(), (*n).into(), (*latest).into()]);
+    }
+    let sql = placeholders(
+        backend,
+        &format!(
+            "UPDATE members SET visits_count = members.visits_count + v.column2, \
+             last_visit_at = CASE WHEN members.last_visit_at IS NULL OR members.last_visit_at < v.column3 \
+             THEN v.column3 ELSE members.last_visit_at END, updated_at = ? \
+             FROM (VALUES {}) AS v WHERE members.gym_id = ? AND members.id = v.column1",
+            rows.join(", ")
+        ),
+    );
+    values.push(gym_id.into());
+    db.execute(Statement::from_sql_and_values(backend, sql, values)).await?;
+    Ok(())
+}

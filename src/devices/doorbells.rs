@@ -1,0 +1,16 @@
+//! `Doorbells`: a visitor rings.
+
+use entity::states::DeviceKind;
+
+use super::{DeviceHandlers, rings::record};
+use crate::{
+    context::RequestContext, errors::ApiError, frontdesk::bell, openapi::devices::*, records::now, types::wire::Json,
+};
+
+impl DoorbellsApi for DeviceHandlers {
+    async fn ring(&self, ctx: &RequestContext, p: RingParams) -> Result<RingResponse, ApiError> {
+        let doorbell = self.device(ctx, &p.device_id, Some(DeviceKind::Doorbell)).await?;
+        let r = bell::ring(self.db(), &self.state.wakes, &doorbell, p.body.message.take()).await?;
+        Ok(RingResponse::Created(Json(record(r, now()))))
+    }
+}

@@ -1,0 +1,68 @@
+//! The handlers of the device API, one file per tag of `openapi-devices.yaml`. Each implements the
+//! trait `build.rs` generated for its tag (`openapi::devices`); the gate checks the key, the plan's
+//! device features and the device budget before them, and the domain is `crate::frontdesk`.
+
+mod doorbells;
+mod doors;
+mod registry;
+mod rings;
+
+use chrono::{DateTime, Utc};
+use entity::{device, states::DeviceKind};
+use uuid::Uuid;
+
+use crate::{context::RequestContext, errors::ApiError, frontdesk::devices, openapi::devices as doc, state::AppState};
+
+/// Implements every handler trait of the generated device `Api`.
+#[derive(Clone)]
+pub struct DeviceHandlers {
+    state: AppState,
+}
+
+impl DeviceHandlers {
+    pub fn new(state: AppState) -> Self {
+        Self { state }
+    }
+
+    fn db(&self) -> &crate::db::Db {
+        &self.state.db
+    }
+
+    /// The device the path names, of `kind` when one is asked for (404 otherwise); the request
+    /// counts as its heartbeat.
+    async fn device(
+        &self,
+        ctx: &RequestContext,
+        id: &str,
+        kind: Option<DeviceKind>,
+    ) -> Result<device::Model, ApiError> {
+        let d = devices::find(self.db(), ctx.tenant.gym_id, id, kind).await?;
+        self.state.heartbeats.seen(self.db().orm(), d.gym_id, d.id);
+        Ok(d)
+    }
+}
+
+/// A device as the API returns it, online or not at `at`.
+fn record(d: device::Model, at: DateTime<Utc>) -> doc::Device {
+    doc::Device {
+        object: doc::DeviceObject::Device,
+        online: devices::online(&d, at),
+        id: d.id,
+        kind: d.kind.into(),
+        name: d.name,
+        facility_id: d.facility_id,
+        last_seen_at: d.last_seen_at.into(),
+        created_at: d.created_at,
+        updated_at: d.updated_at,
+    }
+}
+
+/// A long poll's wait, in the 0 to 25 s the document allows (the gate has checked it).
+fn wait(seconds: i64) -> std::time::Duration {
+    std::time::Duration::from_secs(u64::try_from(seconds.clamp(0, 25)).unwrap_or(0))
+}
+
+/// The gym of a request, for the topics of its long polls.
+fn gym(ctx: &RequestContext) -> Uuid {
+    ctx.tenant.gym_id
+}

@@ -1,0 +1,59 @@
+//! `Devices`: registering the gym's devices, listing them, and their heartbeat.
+
+use entity::{device, states::DeviceKind};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+
+use super::{DeviceHandlers, record};
+use crate::{
+    context::RequestContext,
+    errors::ApiError,
+    frontdesk::devices,
+    listing::{Envelope, list_page, listing},
+    openapi::devices::*,
+    pagination::Page,
+    records::now,
+    types::wire::Json,
+};
+
+impl DevicesApi for DeviceHandlers {
+    async fn list_devices(&self, ctx: &RequestContext, p: ListDevicesParams) -> Result<ListDevicesResponse, ApiError> {
+        let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
+        page.filter("kind", p.kind.map(|k| k.as_str().to_string()));
+        page.filter("facility_id", p.facility_id.map(|f| f.to_string()));
+        let mut select = device::Entity::find();
+        if let Some(k) = p.kind {
+            select = select.filter(device::Column::Kind.eq(DeviceKind::from(k)));
+        }
+        if let Some(f) = p.facility_id {
+            select = select.filter(device::Column::FacilityId.eq(f));
+        }
+        let rows = list_page(self.db(), ctx, &mut page, select, listing!(device, CreatedAt, None), None, None).await?;
+        let at = now();
+        Ok(ListDevicesResponse::Ok(Json(DeviceList::of(&page, rows.into_iter().map(|d| record(d, at))))))
+    }
+
+    async fn register_device(
+        &self,
+        ctx: &RequestContext,
+        p: RegisterDeviceParams,
+    ) -> Result<RegisterDeviceResponse, ApiError> {
+        let b = p.body;
+        let d = devices::register(self.db(), ctx.tenant.gym_id, b.kind.into(), &b.name, b.facility_id.take()).await?;
+        Ok(RegisterDeviceResponse::Created(Json(record(d, now()))))
+    }
+
+    async fn get_device(&self, ctx: &RequestContext, p: GetDeviceParams) -> Result<GetDeviceResponse, ApiError> {
+        let d = self.device(ctx, &p.device_id, None).await?;
+        Ok(GetDeviceResponse::Ok(Json(record(d, now()))))
+    }
+
+    async fn heartbeat(&self, ctx: &RequestContext, p: HeartbeatParams) -> Result<HeartbeatResponse, ApiError> {
+        let mut d = devices::find(self.db(), ctx.tenant.gym_id, &p.device_id, None).await?;
+        let at = now();
+        devices::mark_seen(self.db(), d.gym_id, d.id, at).await?;
+        if d.last_seen_at.is_none_or(|t| t < at - chrono::Duration::from_std(devices::SEEN_EVERY).unwrap_or_default()) {
+            d.last_seen_at = Some(at);
+        }
+        Ok(HeartbeatResponse::Ok(Json(record(d, at))))
+    }
+}

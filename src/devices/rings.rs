@@ -1,0 +1,52 @@
+//! `Rings`: the front desk's long poll for pending rings, and its answers.
+
+use super::{DeviceHandlers, gym, wait};
+use crate::{
+    context::RequestContext, errors::ApiError, frontdesk::bell, openapi::devices::*, records::now, types::wire::Json,
+    wake,
+};
+
+/// A ring as the API returns it, its state as it reads at `at`.
+pub(super) fn record(r: entity::ring::Model, at: chrono::DateTime<chrono::Utc>) -> Ring {
+    Ring {
+        object: RingObject::Ring,
+        state: bell::ring_state(&r, at).into(),
+        id: r.id,
+        device_id: r.device_id,
+        facility_id: r.facility_id,
+        message: r.message.into(),
+        door_id: r.door_id.into(),
+        command_id: r.command_id.into(),
+        expires_at: r.expires_at,
+        answered_at: r.answered_at.into(),
+        created_at: r.created_at,
+    }
+}
+
+impl RingsApi for DeviceHandlers {
+    async fn pending_rings(
+        &self,
+        ctx: &RequestContext,
+        p: PendingRingsParams,
+    ) -> Result<PendingRingsResponse, ApiError> {
+        let s = &self.state;
+        let topic = bell::rings_topic(gym(ctx));
+        let found = wake::long_poll(&s.wakes, &s.shutdown, &topic, wait(p.wait), || {
+            bell::pending(self.db(), gym(ctx), p.facility_id)
+        })
+        .await?;
+        let at = now();
+        Ok(PendingRingsResponse::Ok(Json(RingBatch { data: found.into_iter().map(|r| record(r, at)).collect() })))
+    }
+
+    async fn open_for_ring(&self, ctx: &RequestContext, p: OpenForRingParams) -> Result<OpenForRingResponse, ApiError> {
+        let ttl = self.state.config.door_command_ttl;
+        let r = bell::open(self.db(), &self.state.wakes, gym(ctx), &p.ring_id, p.body.door_id, ttl).await?;
+        Ok(OpenForRingResponse::Ok(Json(record(r, now()))))
+    }
+
+    async fn dismiss_ring(&self, ctx: &RequestContext, p: DismissRingParams) -> Result<DismissRingResponse, ApiError> {
+        let r = bell::dismiss(self.db(), gym(ctx), &p.ring_id).await?;
+        Ok(DismissRingResponse::Ok(Json(record(r, now()))))
+    }
+}

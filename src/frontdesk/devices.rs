@@ -1,0 +1,219 @@
+//! The devices of a gym's facilities: registered by the companion app, renamed, moved and removed
+//! by gym users, seen alive through their requests.
+
+use std::{
+    collections::HashMap,
+    sync::{Mutex, PoisonError},
+    time::{Duration, Instant},
+};
+
+use chrono::{DateTime, Utc};
+use entity::{device, states::DeviceKind};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set,
+    Statement,
+};
+use uuid::Uuid;
+
+use crate::{
+    accounts::{self, AccountError, Actor, Permission},
+    db::placeholders,
+    errors::ApiError,
+    records::{new_id, now},
+};
+
+/// A device seen within this long is online.
+pub const ONLINE_WITHIN: Duration = Duration::from_secs(90);
+
+/// How often at most a device's `last_seen_at` is written.
+pub const SEEN_EVERY: Duration = Duration::from_secs(10);
+
+/// Whether the device was seen within [`ONLINE_WITHIN`] of `at`.
+pub fn online(d: &device::Model, at: DateTime<Utc>) -> bool {
+    d.last_seen_at.is_some_and(|t| (at - t).to_std().is_ok_and(|ago| ago <= ONLINE_WITHIN) || t > at)
+}
+
+/// What the API calls a device of a kind, in a 404.
+pub fn noun(kind: Option<DeviceKind>) -> &'static str {
+    match kind {
+        None => "device",
+        Some(DeviceKind::Door) => "door",
+        Some(DeviceKind::Doorbell) => "doorbell",
+        Some(DeviceKind::CardTerminal) => "card terminal",
+        Some(DeviceKind::FiscalPrinter) => "fiscal printer",
+        Some(DeviceKind::Kiosk) => "kiosk",
+    }
+}
+
+/// Registers a device of a facility of the gym (its first facility when none is given).
+pub async fn register(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    kind: DeviceKind,
+    name: &str,
+    facility_id: Option<Uuid>,
+) -> Result<device::Model, ApiError> {
+    let facility_id = match facility_id {
+        Some(id) => {
+            entity::facility::Entity::find_by_id((gym_id, id)).one(db).await?.ok_or_else(|| {
+                ApiError::invalid("facility_id", "The selected facility_id is not a facility of this gym.")
+            })?;
+            id
+        }
+        None => {
+            accounts::first_facility(db, gym_id)
+                .await?
+                .ok_or_else(|| ApiError::invalid("facility_id", "This gym has no facility; give a facility_id."))?
+                .id
+        }
+    };
+    let at = now();
+    Ok(device::ActiveModel {
+        gym_id: Set(gym_id),
+        id: Set(new_id()),
+        facility_id: Set(facility_id),
+        kind: Set(kind),
+        name: Set(name.trim().to_string()),
+        last_seen_at: Set(None),
+        created_at: Set(at),
+        updated_at: Set(at),
+    }
+    .insert(db)
+    .await?)
+}
+
+/// The device `id` of the gym, of `kind` when one is given; 404 naming the kind otherwise.
+pub async fn find(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    id: &str,
+    kind: Option<DeviceKind>,
+) -> Result<device::Model, ApiError> {
+    let missing = || ApiError::not_found(noun(kind), id);
+    let uuid = Uuid::parse_str(id).map_err(|_| missing())?;
+    device::Entity::find_by_id((gym_id, uuid))
+        .one(db)
+        .await?
+        .filter(|d| kind.is_none_or(|k| d.kind == k))
+        .ok_or_else(missing)
+}
+
+/// The devices of a gym and of its sandbox, oldest first, for the settings area and the CLI.
+pub async fn all_of(db: &impl ConnectionTrait, actor: &Actor, gym_id: Uuid) -> accounts::Result<Vec<device::Model>> {
+    actor.require_view(gym_id)?;
+    let mut all = Vec::new();
+    for gym in accounts::with_sandbox(db, gym_id).await? {
+        let found = device::Entity::find()
+            .filter(device::Column::GymId.eq(gym))
+            .order_by_asc(device::Column::CreatedAt)
+            .order_by_asc(device::Column::Id)
+            .all(db)
+            .await?;
+        all.extend(found);
+    }
+    Ok(all)
+}
+
+/// A device the actor may manage (of their gym or its sandbox).
+async fn managed(db: &impl ConnectionTrait, actor: &Actor, owner: Uuid, id: Uuid) -> accounts::Result<device::Model> {
+    actor.require(Permission::SettingsManage, owner)?;
+    for gym in accounts::with_sandbox(db, owner).await? {
+        if let Some(d) = device::Entity::find_by_id((gym, id)).one(db).await? {
+            return Ok(d);
+        }
+    }
+    Err(AccountError::NotFound("device"))
+}
+
+/// What a gym user may change of a device.
+#[derive(Clone, Debug, Default)]
+pub struct DeviceChange {
+    pub name: Option<String>,
+    pub facility_id: Option<Uuid>,
+}
+
+/// Renames or moves a device of `owner` (a gym, for a device of it or of its sandbox).
+pub async fn change(
+    db: &DatabaseConnection,
+    actor: &Actor,
+    owner: Uuid,
+    id: Uuid,
+    change: DeviceChange,
+) -> accounts::Result<device::Model> {
+    let d = managed(db, actor, owner, id).await?;
+    let gym_id = d.gym_id;
+    let mut m: device::ActiveModel = d.into();
+    if let Some(name) = change.name.map(|n| n.trim().to_string()) {
+        if name.is_empty() || name.chars().count() > 100 {
+            return Err(AccountError::Invalid("the device name must have 1 to 100 characters".into()));
+        }
+        m.name = Set(name);
+    }
+    if let Some(facility) = change.facility_id {
+        if entity::facility::Entity::find_by_id((gym_id, facility)).one(db).await?.is_none() {
+            return Err(AccountError::Invalid("that facility is not one of this gym's".into()));
+        }
+        m.facility_id = Set(facility);
+    }
+    m.updated_at = Set(now());
+    Ok(m.update(db).await?)
+}
+
+/// Removes a device with its rings and commands (they go with it).
+pub async fn remove(db: &DatabaseConnection, actor: &Actor, owner: Uuid, id: Uuid) -> accounts::Result<()> {
+    let d = managed(db, actor, owner, id).await?;
+    device::Entity::delete_by_id((d.gym_id, d.id)).exec(db).await?;
+    Ok(())
+}
+
+/// Devices' last requests: each request naming a device marks it seen, written at most every
+/// [`SEEN_EVERY`] per device (an in-process gate, then a conditional update, in a task of its own
+/// off the request's path).
+#[derive(Default)]
+pub struct Heartbeats {
+    seen: Mutex<HashMap<(Uuid, Uuid), Instant>>,
+}
+
+impl Heartbeats {
+    pub fn seen(&self, db: &DatabaseConnection, gym_id: Uuid, device_id: Uuid) {
+        let at = Instant::now();
+        {
+            let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+            if seen.get(&(gym_id, device_id)).is_some_and(|t| at.duration_since(*t) < SEEN_EVERY) {
+                return;
+            }
+            seen.insert((gym_id, device_id), at);
+            if seen.len() > 100_000 {
+                seen.retain(|_, t| at.duration_since(*t) < SEEN_EVERY);
+            }
+        }
+        let db = db.clone();
+        tokio::spawn(async move {
+            if let Err(e) = mark_seen(&db, gym_id, device_id, now()).await {
+                tracing::warn!(error = %e, "could not record a device's last request");
+            }
+        });
+    }
+}
+
+/// Writes `at` as the device's `last_seen_at`, unless a write within [`SEEN_EVERY`] did.
+pub async fn mark_seen(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    device_id: Uuid,
+    at: DateTime<Utc>,
+) -> Result<(), sea_orm::DbErr> {
+    let backend = db.get_database_backend();
+    let cutoff = at - chrono::Duration::from_std(SEEN_EVERY).unwrap_or_default();
+    let sql = placeholders(
+        backend,
+        "UPDATE devices SET last_seen_at = ? WHERE gym_id = ? AND id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)",
+    );
+    db.execute(Statement::from_sql_and_values(
+        backend,
+        sql,
+        [at.into(), gym_id.into(), device_id.into(), cutoff.into()],
+    ))
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,253 @@
+//! Waking long polls: a request waiting for something of a *topic* (a door's commands, a gym's
+//! rings) is woken when a write signals that topic, on this server or, through Redis pub/sub, on
+//! any server of the deployment. Nothing polls in a loop: a waiting request sleeps until it is
+//! woken, its wait runs out or the server shuts down.
+//!
+//! In process, a topic is a [`Notify`] that exists while someone waits on it. With Redis, every
+//! signal is also published on one channel (`<prefix>wake`); each server subscribes once and wakes
+//! its own waiters. Pub/sub keeps no messages: when the subscription drops, the server wakes every
+//! waiter once it is back, so each looks again at what it waits for.
+
+use std::{
+    collections::HashMap,
+    future::Future,
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use futures_util::StreamExt as _;
+use tokio::sync::{Notify, futures::OwnedNotified, watch};
+
+/// The topics waited on in this process, and the deployment's channel when there is Redis.
+pub struct Wakes {
+    topics: Mutex<HashMap<String, Arc<Notify>>>,
+    redis: Option<(redis::aio::ConnectionManager, String)>,
+}
+
+/// A wait on one topic, started before looking (so that a signal between the look and the wait
+/// is not missed).
+pub struct Waiting {
+    notified: std::pin::Pin<Box<OwnedNotified>>,
+}
+
+impl Waiting {
+    /// Until the topic is signalled after this wait began.
+    pub async fn woken(self) {
+        self.notified.await;
+    }
+}
+
+impl Wakes {
+    /// The wake-ups the configuration names: across servers through Redis when `REDIS_URL` is set
+    /// (it must answer), else in this process.
+    pub async fn connect(config: &crate::config::Config) -> anyhow::Result<Arc<Self>> {
+        let Some(url) = &config.redis_url else { return Ok(Self::local()) };
+        let client = redis::Client::open(url.as_str())?;
+        let options = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(config.redis_timeout))
+            .set_response_timeout(Some(config.redis_timeout));
+        let conn = tokio::time::timeout(
+            config.redis_timeout * 2,
+            redis::aio::ConnectionManager::new_with_config(client.clone(), options),
+        )
+        .await
+        .map_err(|_| anyhow::anyhow!("Redis did not answer within {:?}", config.redis_timeout))??;
+        Ok(Self::shared(client, conn, &config.redis_prefix))
+    }
+
+    /// Waits and signals within this process only (the embedded default, one server).
+    pub fn local() -> Arc<Self> {
+        Arc::new(Self { topics: Mutex::new(HashMap::new()), redis: None })
+    }
+
+    /// Waits and signals across the servers that share this Redis: publishes through `conn`, and
+    /// subscribes from a task of its own (reconnecting when the subscription drops).
+    pub fn shared(client: redis::Client, conn: redis::aio::ConnectionManager, prefix: &str) -> Arc<Self> {
+        let channel = format!("{prefix}wake");
+        let wakes = Arc::new(Self { topics: Mutex::new(HashMap::new()), redis: Some((conn, channel.clone())) });
+        let weak = Arc::downgrade(&wakes);
+        tokio::spawn(async move {
+            loop {
+                let listened = listen(&client, &channel, &weak).await;
+                let Some(wakes) = weak.upgrade() else { return };
+                // Signals may have been missed while the subscription was down.
+                wakes.wake_all();
+                drop(wakes);
+                if let Err(e) = listened {
+                    tracing::warn!(error = %e, "wake-ups across servers interrupted; listening again");
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        });
+        wakes
+    }
+
+    /// Starts waiting on `topic`.
+    pub fn wait(&self, topic: &str) -> Waiting {
+        let notify = {
+            let mut topics = self.topics.lock().unwrap_or_else(PoisonError::into_inner);
+            // Topics no one waits on any more go, so the map holds only the waits under way.
+            if topics.len() >= 1024 {
+                topics.retain(|_, n| Arc::strong_count(n) > 1);
+            }
+            topics.entry(topic.to_string()).or_default().clone()
+        };
+        let mut notified = Box::pin(notify.notified_owned());
+        notified.as_mut().enable();
+        Waiting { notified }
+    }
+
+    /// Wakes every wait on `topic`, here and on the other servers.
+    pub async fn signal(&self, topic: &str) {
+        self.wake_local(topic);
+        if let Some((conn, channel)) = &self.redis {
+            let mut conn = conn.clone();
+            let sent = tokio::time::timeout(
+                Duration::from_secs(1),
+                redis::cmd("PUBLISH").arg(channel).arg(topic).query_async::<i64>(&mut conn),
+            )
+            .await;
+            if !matches!(sent, Ok(Ok(_))) {
+                tracing::warn!(topic, "a wake-up could not be published; waiters on other servers look again later");
+            }
+        }
+    }
+
+    fn wake_local(&self, topic: &str) {
+        let notify = self.topics.lock().unwrap_or_else(PoisonError::into_inner).get(topic).cloned();
+        if let Some(n) = notify {
+            n.notify_waiters();
+        }
+    }
+
+    fn wake_all(&self) {
+        let all: Vec<Arc<Notify>> =
+            self.topics.lock().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
+        for n in all {
+            n.notify_waiters();
+        }
+    }
+}
+
+/// Subscribes to `channel` and wakes the topics its messages name, until the subscription drops
+/// or the [`Wakes`] it serves is gone.
+async fn listen(client: &redis::Client, channel: &str, wakes: &std::sync::Weak<Wakes>) -> redis::RedisResult<()> {
+    let mut pubsub = client.get_async_pubsub().await?;
+    pubsub.subscribe(channel).await?;
+    if let Some(w) = wakes.upgrade() {
+        // Subscribed now: what was signalled before is looked at again.
+        w.wake_all();
+    }
+    let mut messages = pubsub.on_message();
+    while let Some(message) = messages.next().await {
+        let Some(w) = wakes.upgrade() else { return Ok(()) };
+        if let Ok(topic) = message.get_payload::<String>() {
+            w.wake_local(&topic);
+        }
+    }
+    Ok(())
+}
+
+/// The server's shutdown, as long polls see it: once it begins, every waiting poll answers at once.
+#[derive(Clone)]
+pub struct Shutdown {
+    begun: watch::Sender<bool>,
+}
+
+impl Default for Shutdown {
+    fn default() -> Self {
+        Self { begun: watch::channel(false).0 }
+    }
+}
+
+impl Shutdown {
+    pub fn begin(&self) {
+        self.begun.send_replace(true);
+    }
+
+    pub fn begun(&self) -> bool {
+        *self.begun.borrow()
+    }
+
+    /// Until the shutdown begins.
+    pub async fn wait(&self) {
+        let mut rx = self.begun.subscribe();
+        let _ = rx.wait_for(|begun| *begun).await;
+    }
+}
+
+/// A long poll: `look` now, and while it finds nothing, again each time `topic` is signalled, until
+/// `wait` has passed or the server shuts down (then the answer is what `look` found last: nothing).
+pub async fn long_poll<T, E, F, Fut>(
+    wakes: &Wakes,
+    shutdown: &Shutdown,
+    topic: &str,
+    wait: Duration,
+    mut look: F,
+) -> Result<Vec<T>, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Vec<T>, E>>,
+{
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let waiting = wakes.wait(topic);
+        let found = look().await?;
+        if !found.is_empty() || tokio::time::Instant::now() >= deadline || shutdown.begun() {
+            return Ok(found);
+        }
+        tokio::select! {
+            () = waiting.woken() => {}
+            () = tokio::time::sleep_until(deadline) => return Ok(Vec::new()),
+            () = shutdown.wait() => return Ok(Vec::new()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_signal_between_the_look_and_the_wait_is_not_missed() {
+        let wakes = Wakes::local();
+        let waiting = wakes.wait("t");
+        wakes.signal("t").await;
+        tokio::time::timeout(Duration::from_secs(1), waiting.woken()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_poll_answers_when_woken_and_empty_when_its_wait_runs_out_or_the_server_stops() {
+        let wakes = Wakes::local();
+        let shutdown = Shutdown::default();
+        let found = Arc::new(Mutex::new(Vec::<u8>::new()));
+        let look = {
+            let found = found.clone();
+            move || {
+                let found = found.clone();
+                async move { Ok::<_, ()>(found.lock().unwrap().clone()) }
+            }
+        };
+        let poll = tokio::spawn({
+            let (wakes, shutdown, look) = (wakes.clone(), shutdown.clone(), look.clone());
+            async move { long_poll(&wakes, &shutdown, "door", Duration::from_secs(10), look).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        found.lock().unwrap().push(7);
+        wakes.signal("door").await;
+        assert_eq!(tokio::time::timeout(Duration::from_secs(2), poll).await.unwrap().unwrap(), Ok(vec![7]));
+
+        found.lock().unwrap().clear();
+        let started = std::time::Instant::now();
+        assert_eq!(long_poll(&wakes, &shutdown, "door", Duration::from_millis(100), look.clone()).await, Ok(vec![]));
+        assert!(started.elapsed() >= Duration::from_millis(100));
+
+        let poll = tokio::spawn({
+            let (wakes, shutdown, look) = (wakes.clone(), shutdown.clone(), look.clone());
+            async move { long_poll(&wakes, &shutdown, "door", Duration::from_secs(20), look).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        shutdown.begin();
+        assert_eq!(tokio::time::timeout(Duration::from_secs(2), poll).await.unwrap().unwrap(), Ok(vec![]));
+    }
+}
