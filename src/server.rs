@@ -7,13 +7,19 @@ use poem::{Server, listener::TcpListener};
 
 use crate::{app::app, state::AppState};
 
-/// Serves until SIGINT or SIGTERM; requests in flight get up to 30 s to finish.
+/// Serves until SIGINT or SIGTERM; requests in flight get up to 30 s to finish, and waiting long
+/// polls answer at once.
 pub async fn serve(state: AppState) -> anyhow::Result<()> {
     let bind = state.config.bind;
     let listener = TcpListener::bind(bind);
     tracing::info!(%bind, "gymapi listening");
+    let shutdown = state.shutdown.clone();
+    let signal = async move {
+        shutdown_signal().await;
+        shutdown.begin();
+    };
     Server::new(listener)
-        .run_with_graceful_shutdown(app(state), shutdown_signal(), Some(Duration::from_secs(30)))
+        .run_with_graceful_shutdown(app(state), signal, Some(Duration::from_secs(30)))
         .await
         .with_context(|| format!("cannot serve on {bind}"))
 }

@@ -176,8 +176,9 @@ impl Shutdown {
     }
 }
 
-/// A long poll: `look` now, and while it finds nothing, again each time `topic` is signalled, until
-/// `wait` has passed or the server shuts down (then the answer is what `look` found last: nothing).
+/// A long poll: `look` now, and while it finds nothing, again each time `topic` is signalled and
+/// once more when `wait` has passed (a lost wake-up then costs the wait, never the answer); when the
+/// server shuts down, the answer is nothing, at once.
 pub async fn long_poll<T, E, F, Fut>(
     wakes: &Wakes,
     shutdown: &Shutdown,
@@ -198,7 +199,7 @@ where
         }
         tokio::select! {
             () = waiting.woken() => {}
-            () = tokio::time::sleep_until(deadline) => return Ok(Vec::new()),
+            () = tokio::time::sleep_until(deadline) => {}
             () = shutdown.wait() => return Ok(Vec::new()),
         }
     }

@@ -9,6 +9,7 @@ mod common;
 mod auth;
 mod cli;
 mod contract;
+mod devices;
 mod errors;
 mod import;
 mod limits;

@@ -31,6 +31,12 @@ pub fn oracle() -> &'static Oracle {
     ORACLE.get_or_init(Oracle::load)
 }
 
+/// The device API's document as an oracle.
+pub fn devices_oracle() -> &'static Oracle {
+    static ORACLE: OnceLock<Oracle> = OnceLock::new();
+    ORACLE.get_or_init(|| Oracle::load_from("openapi-devices.yaml"))
+}
+
 /// Everything the service logged during this test binary's run, at debug level.
 pub fn captured_logs() -> String {
     String::from_utf8_lossy(&LOGS.lock().unwrap()).into_owned()
@@ -140,6 +146,8 @@ pub struct TestApp {
     /// The server's store: what the settings pages and the CLI clear keys from.
     pub store: std::sync::Arc<dyn gymapi::limits::Store>,
     pub client: reqwest::Client,
+    /// The server's shutdown, which ends its waiting long polls.
+    pub shutdown: gymapi::wake::Shutdown,
     _server: tokio::task::JoinHandle<()>,
     /// Last, so that it goes after the connections above.
     pub scratch: Scratch,
@@ -192,6 +200,7 @@ impl TestApp {
         // As `serve` does: the webhook dispatcher runs beside the API (unless the config says not).
         state.start_background().unwrap();
         let store = state.store.clone();
+        let shutdown = state.shutdown.clone();
         let (address, server) = listen(state).await;
         Self {
             address,
@@ -200,6 +209,7 @@ impl TestApp {
             redis_url: config.redis_url.clone(),
             redis_prefix: config.redis_prefix.clone(),
             store,
+            shutdown,
             client: reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap(),
             _server: server,
             scratch,
@@ -242,8 +252,32 @@ impl TestApp {
         body: Option<Value>,
         headers: &[(&str, &str)],
     ) -> TestResponse {
+        self.send(("/api/v1", oracle()), method, path, key, body, headers).await
+    }
+
+    /// Sends a request below `/api/v1/devices` and checks the answer against openapi-devices.yaml.
+    pub async fn device(
+        &self,
+        method: &str,
+        path: &str,
+        key: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> TestResponse {
+        self.send(("/api/v1/devices", devices_oracle()), method, path, Some(key), body, headers).await
+    }
+
+    async fn send(
+        &self,
+        (base, oracle): (&str, &Oracle),
+        method: &str,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> TestResponse {
         let m = Method::from_bytes(method.as_bytes()).unwrap();
-        let mut req = self.client.request(m, format!("{}/api/v1{path}", self.address));
+        let mut req = self.client.request(m, format!("{}{base}{path}", self.address));
         if let Some(k) = key {
             req = req.bearer_auth(k);
         }
@@ -260,7 +294,7 @@ impl TestApp {
         let body: Value = serde_json::from_str(&text)
             .unwrap_or_else(|_| panic!("{method} {path}: {status} with a body that is not JSON: {text:?}"));
         let api_path = path.split('?').next().unwrap_or_default();
-        oracle().check(method, api_path, status, &headers, &body);
+        oracle.check(method, api_path, status, &headers, &body);
         TestResponse { status, headers, body }
     }
 

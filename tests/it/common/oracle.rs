@@ -50,8 +50,14 @@ fn openapi_to_json_schema(v: &Value) -> Value {
 }
 
 impl Oracle {
+    /// The integration API's document.
     pub fn load() -> Self {
-        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.yaml")).unwrap();
+        Self::load_from("openapi.yaml")
+    }
+
+    /// A document of the repository, by its file name.
+    pub fn load_from(file: &str) -> Self {
+        let text = std::fs::read_to_string(format!("{}/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
         let doc: Value = serde_yaml_ng::from_str(&text).unwrap();
         Self { doc, cache: Mutex::new(HashMap::new()) }
     }
