@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use gymapi::{config::Config, state::AppState};
 use serde_json::{Map, Value, json};
 
-use crate::common::{TestApp, oracle};
+use crate::common::{Oracle, TestApp, devices_oracle, oracle};
 
 /// Follows `$ref`s and keeps what the contract fixes: types, formats, enums, properties, required
 /// lists, items, maps and defaults. Descriptions, examples, titles, bounds and nullability are left
@@ -131,68 +131,98 @@ fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
     }
 }
 
-async fn emitted_spec() -> Value {
+async fn emitted_specs() -> [(&'static Oracle, Value); 2] {
     let db = gymapi::db::connect("sqlite::memory:").await.unwrap();
     let state = AppState::new(db, Config::default()).await.unwrap();
-    serde_json::from_str(&gymapi::app::openapi_service(&state).spec()).unwrap()
+    [
+        (oracle(), serde_json::from_str(&gymapi::app::openapi_service(&state).spec()).unwrap()),
+        (devices_oracle(), serde_json::from_str(&gymapi::app::devices_service(&state).spec()).unwrap()),
+    ]
+}
+
+/// Both documents, each with the least number of operations it must hold.
+fn documents() -> [(&'static str, &'static Oracle, usize); 2] {
+    [("openapi.yaml", oracle(), 20), ("openapi-devices.yaml", devices_oracle(), 11)]
 }
 
 #[tokio::test]
-async fn emitted_spec_matches_openapi_yaml() {
-    let written = oracle().doc().clone();
-    let emitted = emitted_spec().await;
-    let a = operations(&written);
-    let b = operations(&emitted);
-    let mut problems = Vec::new();
-    diff("", &serde_json::to_value(&a).unwrap(), &serde_json::to_value(&b).unwrap(), &mut problems);
-    assert!(problems.is_empty(), "openapi.yaml and the service disagree:\n{}", problems.join("\n"));
-    assert!(a.len() >= 20, "expected every operation of the integration API, found {}", a.len());
+async fn emitted_specs_match_their_documents() {
+    for ((file, _, least), (oracle, emitted)) in documents().into_iter().zip(emitted_specs().await) {
+        let a = operations(oracle.doc());
+        let b = operations(&emitted);
+        let mut problems = Vec::new();
+        diff("", &serde_json::to_value(&a).unwrap(), &serde_json::to_value(&b).unwrap(), &mut problems);
+        assert!(problems.is_empty(), "{file} and the service disagree:\n{}", problems.join("\n"));
+        assert!(a.len() >= least, "expected every operation of {file}, found {}", a.len());
+    }
 }
 
 #[tokio::test]
 async fn every_schema_has_an_example_that_fits_it() {
-    let doc = oracle().doc();
-    for (name, schema) in doc["components"]["schemas"].as_object().unwrap() {
-        let example = schema.get("example").unwrap_or_else(|| panic!("components.schemas.{name} has no example"));
-        let v = oracle().validator(&json!({ "$ref": format!("#/components/schemas/{name}") }));
-        let errors: Vec<String> = v.iter_errors(example).map(|e| e.to_string()).collect();
-        assert!(errors.is_empty(), "the example of {name} breaks its schema: {errors:?}");
+    for (file, oracle, _) in documents() {
+        for (name, schema) in oracle.doc()["components"]["schemas"].as_object().unwrap() {
+            let example =
+                schema.get("example").unwrap_or_else(|| panic!("{file}: components.schemas.{name} has no example"));
+            let v = oracle.validator(&json!({ "$ref": format!("#/components/schemas/{name}") }));
+            let errors: Vec<String> = v.iter_errors(example).map(|e| e.to_string()).collect();
+            assert!(errors.is_empty(), "{file}: the example of {name} breaks its schema: {errors:?}");
+        }
     }
 }
 
 #[tokio::test]
 async fn every_operation_is_fit_for_sdk_generation() {
-    let doc = oracle().doc();
-    let mut ids = std::collections::HashSet::new();
-    for (key, op) in operations(doc) {
-        let id = op["operationId"].as_str().unwrap_or_else(|| panic!("{key} has no operationId"));
-        assert!(ids.insert(id.to_string()), "operationId {id} is used twice");
-        assert_eq!(op["tags"].as_array().map(Vec::len), Some(1), "{key} needs one tag");
-        let responses = op["responses"].as_object().unwrap();
-        for status in ["401", "402", "403", "429"] {
-            assert!(responses.contains_key(status), "{key} does not document {status}");
-        }
-        if key.starts_with("POST") || key.starts_with("PUT") || key.starts_with("PATCH") {
-            assert!(
-                op["parameters"].get("Idempotency-Key in header").is_some(),
-                "{key} lacks the Idempotency-Key header"
-            );
-            assert!(responses.contains_key("409"), "{key} does not document 409");
+    for (file, oracle, _) in documents() {
+        let mut ids = std::collections::HashSet::new();
+        for (key, op) in operations(oracle.doc()) {
+            let id = op["operationId"].as_str().unwrap_or_else(|| panic!("{file}: {key} has no operationId"));
+            assert!(ids.insert(id.to_string()), "{file}: operationId {id} is used twice");
+            assert_eq!(op["tags"].as_array().map(Vec::len), Some(1), "{file}: {key} needs one tag");
+            let responses = op["responses"].as_object().unwrap();
+            for status in ["401", "402", "403", "429"] {
+                assert!(responses.contains_key(status), "{file}: {key} does not document {status}");
+            }
+            if key.starts_with("POST") || key.starts_with("PUT") || key.starts_with("PATCH") {
+                assert!(
+                    op["parameters"].get("Idempotency-Key in header").is_some(),
+                    "{file}: {key} lacks the Idempotency-Key header"
+                );
+                assert!(responses.contains_key("409"), "{file}: {key} does not document 409");
+            }
         }
     }
 }
 
-/// Every documented operation answers 401 without a key: nothing is reachable anonymously.
+/// No operation id is used by both documents: SDKs generated from each may live side by side.
+#[tokio::test]
+async fn the_two_documents_share_no_operation_id() {
+    let ids = |oracle: &Oracle| -> std::collections::HashSet<String> {
+        operations(oracle.doc()).values().filter_map(|op| op["operationId"].as_str().map(String::from)).collect()
+    };
+    let shared: Vec<String> = ids(oracle()).intersection(&ids(devices_oracle())).cloned().collect();
+    assert!(shared.is_empty(), "operation ids in both documents: {shared:?}");
+}
+
+/// Every documented operation of both documents answers 401 without a key: nothing is reachable
+/// anonymously.
 #[tokio::test]
 async fn every_operation_requires_a_key() {
     let app = TestApp::spawn().await;
-    let doc = oracle().doc();
-    for key in operations(doc).keys() {
-        let (method, path) = key.split_once(' ').unwrap();
-        let path = path.replace("{id}", "0192f7c4-3b7e-7cc1-a8e3-5b8f4d1e2a90");
-        let r = app.request(method, &path, None, None, &[]).await;
-        assert_eq!(r.status, 401, "{key}");
-        assert_eq!(r.body, json!({ "error": { "type": "unauthorized", "message": "Invalid or missing API key." } }));
+    for (base, oracle) in [("/api/v1", oracle()), ("/api/v1/devices", devices_oracle())] {
+        for key in operations(oracle.doc()).keys() {
+            let (method, path) = key.split_once(' ').unwrap();
+            let path: Vec<&str> = path
+                .split('/')
+                .map(|seg| if seg.starts_with('{') { "0192f7c4-3b7e-7cc1-a8e3-5b8f4d1e2a90" } else { seg })
+                .collect();
+            let path = path.join("/");
+            let r = app.send((base, oracle), method, &path, None, None, &[]).await;
+            assert_eq!(r.status, 401, "{base} {key}");
+            assert_eq!(
+                r.body,
+                json!({ "error": { "type": "unauthorized", "message": "Invalid or missing API key." } })
+            );
+        }
     }
 }
 

@@ -267,7 +267,8 @@ impl TestApp {
         self.send(("/api/v1/devices", devices_oracle()), method, path, Some(key), body, headers).await
     }
 
-    async fn send(
+    /// Sends a request below `base` and checks the answer against that base's document.
+    pub async fn send(
         &self,
         (base, oracle): (&str, &Oracle),
         method: &str,
