@@ -76,6 +76,38 @@ async fn email_is_unique_per_gym_whatever_its_case() {
     assert_eq!(app.get(&a.live_key, "/members").await.body["meta"]["total"], 2);
 }
 
+/// An access card opens the gym's doors for one member: unique in the gym, case included, free
+/// again once cleared; writers racing for one card end in one 201 and 422s, never a 500.
+#[tokio::test]
+async fn access_card_is_unique_per_gym_case_included() {
+    let app = TestApp::spawn().await;
+    let (a, b) = (app.gym("A").await, app.gym("B").await);
+    let with_card = |name: &str, card: &str| json!({"first_name": name, "last_name": "Card", "access_card": card});
+    let first = app.post(&a.live_key, "/members", with_card("First", "04AB")).await;
+    assert_eq!((first.status, first.body["access_card"].clone()), (201, json!("04AB")));
+    let dup = app.post(&a.live_key, "/members", with_card("Dup", "04AB")).await;
+    assert_eq!(dup.status, 422);
+    assert_eq!(dup.body["errors"]["access_card"], json!(["The access_card has already been taken."]));
+    assert_eq!(app.post(&a.live_key, "/members", with_card("Lower", "04ab")).await.status, 201);
+    assert_eq!(app.post(&b.live_key, "/members", with_card("Elsewhere", "04AB")).await.status, 201);
+    assert_eq!(app.post(&a.live_key, "/members", with_card("Empty", "")).await.status, 422);
+
+    let other = app.member(&a.live_key, "Other", "Card").await;
+    let other_path = format!("/members/{}", other["id"].as_str().unwrap());
+    let r = app.patch(&a.live_key, &other_path, json!({"access_card": "04AB"})).await;
+    assert_eq!(r.body["errors"]["access_card"], json!(["The access_card has already been taken."]));
+    let first_path = format!("/members/{}", first.body["id"].as_str().unwrap());
+    let cleared = app.patch(&a.live_key, &first_path, json!({"access_card": null})).await;
+    assert_eq!((cleared.status, cleared.body["access_card"].clone()), (200, json!(null)));
+    let moved = app.patch(&a.live_key, &other_path, json!({"access_card": "04AB"})).await;
+    assert_eq!((moved.status, moved.body["access_card"].clone()), (200, json!("04AB")));
+
+    let racers = (0..6).map(|i| app.post(&a.live_key, "/members", with_card(&format!("Racer{i}"), "RACE")));
+    let mut statuses: Vec<u16> = futures_util::future::join_all(racers).await.iter().map(|r| r.status).collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, [201, 422, 422, 422, 422, 422]);
+}
+
 #[tokio::test]
 async fn patch_and_put_change_only_the_given_fields_and_null_clears() {
     let app = TestApp::spawn().await;
