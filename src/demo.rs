@@ -6,15 +6,16 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Duration, Utc};
 use entity::{
-    api_key, attendance, facility, gym, member, member_membership, membership_plan, product, purchase,
+    api_key, attendance, device, facility, gym, member, member_membership, membership_plan, product, purchase,
     states::{
-        AttendanceKind, AttendanceStatus, BillingInterval, MemberStatus, PaymentStatus, PlanStatus, ProductStatus, Role,
+        AttendanceKind, AttendanceStatus, BillingInterval, DeviceKind, MemberStatus, PaymentStatus, PlanStatus,
+        ProductStatus, Role,
     },
     subscription_plan, user,
 };
 use rand::{Rng, SeedableRng, rngs::StdRng, seq::SliceRandom};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter, Set,
+    ActiveModelTrait, ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder, Set,
     TransactionTrait,
 };
 use serde_json::json;
@@ -23,7 +24,7 @@ use uuid::Uuid;
 use crate::{
     accounts::{self, Actor},
     context::Environment,
-    counters,
+    counters, frontdesk,
     members::{self, NewMember},
     records::{new_id, now},
 };
@@ -33,6 +34,11 @@ const LIVE_KEY_NAME: &str = "Demo live key";
 const TEST_KEY_NAME: &str = "Demo test key";
 /// The owner of the demo gym in the settings area.
 pub const DEMO_OWNER_EMAIL: &str = "owner@demo-gym.example";
+/// The member whose card the banner's curl shows at the door: active, of the main facility, with
+/// an annual pass running today.
+const DOOR_MEMBER: usize = 3;
+/// That member's access card.
+pub const DEMO_DOOR_CARD: &str = "DEMO0003";
 
 pub struct DemoKeys {
     pub gym_id: Uuid,
@@ -42,6 +48,8 @@ pub struct DemoKeys {
     /// The demo gym's owner in the settings area, with a fresh password.
     pub owner_email: String,
     pub owner_password: String,
+    /// The main facility's door, which the banner's curl asks.
+    pub door_id: Uuid,
 }
 
 impl DemoKeys {
@@ -53,17 +61,21 @@ impl DemoKeys {
             "test_key": self.test_key,
             "owner_email": self.owner_email,
             "owner_password": self.owner_password,
+            "door_id": self.door_id,
+            "door_card": DEMO_DOOR_CARD,
         })
     }
 
     pub fn banner(&self, base: &str) -> String {
         format!(
-            "Demo gym {gym} is ready.\n\n  live key (real data): {live}\n  test key (sandbox):   {test}\n\n  settings area: {base}/settings  (sign in as {email} / {password})\n\nTry:\n  curl -s -H 'Authorization: Bearer {live}' {base}/api/v1/members?per_page=2\n",
+            "Demo gym {gym} is ready.\n\n  live key (real data): {live}\n  test key (sandbox):   {test}\n\n  settings area: {base}/settings  (sign in as {email} / {password})\n\nTry:\n  curl -s -H 'Authorization: Bearer {live}' {base}/api/v1/members?per_page=2\n\nAsk the door whether card {card} may enter:\n  curl -s -X POST -H 'Authorization: Bearer {live}' -H 'Content-Type: application/json' -d '{{\"card\": \"{card}\"}}' {base}/api/v1/devices/doors/{door}/access\n",
             gym = self.gym_id,
             live = self.live_key,
             test = self.test_key,
             email = self.owner_email,
             password = self.owner_password,
+            card = DEMO_DOOR_CARD,
+            door = self.door_id,
         )
     }
 }
@@ -110,7 +122,16 @@ pub async fn ensure(db: &DatabaseConnection, store: &dyn crate::limits::Store) -
             accounts::create_user(db, gym.id, DEMO_OWNER_EMAIL, Role::Owner, &[], &owner_password).await?;
         }
     }
+    let door = device::Entity::find()
+        .filter(device::Column::GymId.eq(gym.id))
+        .filter(device::Column::Kind.eq(DeviceKind::Door))
+        .order_by_asc(device::Column::CreatedAt)
+        .order_by_asc(device::Column::Name)
+        .one(db)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("the demo gym has no door"))?;
     Ok(DemoKeys {
+        door_id: door.id,
         gym_id: gym.id,
         sandbox_id: sandbox.id,
         live_key: live.key,
@@ -186,6 +207,7 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
     let members = seed_members(&txn, gym_id, [main_facility.id, second.id], at, &mut rng).await?;
     seed_memberships(&txn, gym_id, &members, &plans, &mut rng).await?;
     seed_shop(&txn, gym_id, &members, at, &mut rng).await?;
+    seed_front_desk(&txn, gym_id, [main_facility.id, second.id], members[DOOR_MEMBER].0, plans[1]).await?;
     counters::recount(&txn, gym_id).await?;
     txn.commit().await?;
     Ok(())
@@ -358,6 +380,41 @@ async fn seed_memberships(
     for chunk in holdings.chunks(200) {
         member_membership::Entity::insert_many(chunk.to_vec()).exec(txn).await?;
     }
+    Ok(())
+}
+
+/// The front desk: a door and a doorbell at the main facility, a door at the second; and an
+/// annual pass running today for the member whose card the banner shows.
+async fn seed_front_desk(
+    txn: &DatabaseTransaction,
+    gym_id: Uuid,
+    facilities: [Uuid; 2],
+    door_member: Uuid,
+    annual_pass: Uuid,
+) -> anyhow::Result<()> {
+    let devices = [
+        (DeviceKind::Door, "Main entrance", facilities[0]),
+        (DeviceKind::Doorbell, "Front desk bell", facilities[0]),
+        (DeviceKind::Door, "Riverside door", facilities[1]),
+    ];
+    for (kind, name, facility) in devices {
+        frontdesk::devices::register(txn, gym_id, kind, name, Some(facility)).await?;
+    }
+    let today = now().date_naive();
+    member_membership::ActiveModel {
+        id: Set(new_id()),
+        gym_id: Set(gym_id),
+        member_id: Set(door_member),
+        membership_plan_id: Set(Some(annual_pass)),
+        subscription_plan_id: Set(None),
+        starts_on: Set(today - Duration::days(30)),
+        ends_on: Set(Some(today + Duration::days(335))),
+        legacy_id: Set(None),
+        created_at: Set(now()),
+        updated_at: Set(now()),
+    }
+    .insert(txn)
+    .await?;
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 //! depend on it (see the README's "Operators' CLI"): names, flags and `--json` shapes are stable.
 //! Exit codes: 0 success, 1 failure of the service or database, 2 bad input.
 
+mod device;
 mod gym;
 mod import;
 mod key;
@@ -69,6 +70,9 @@ enum Command {
     /// Webhook endpoints of a gym or its sandbox.
     #[command(subcommand)]
     Webhook(webhook::WebhookCommand),
+    /// Front-desk devices of a gym and its sandbox.
+    #[command(subcommand)]
+    Device(device::DeviceCommand),
 }
 
 /// A failure, and whether it was the caller's input.
@@ -166,6 +170,7 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
     match command {
         Command::Import(a) => import::run(a).await,
         Command::Webhook(c) => webhook::run(c, &config).await,
+        Command::Device(c) => device::run(c, &config).await,
         Command::Gym(c) => gym::run(c, &config).await,
         Command::Sandbox(c) => gym::sandbox(c, &config).await,
         Command::Key(c) => key::run(c, &config).await,

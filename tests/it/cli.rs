@@ -224,6 +224,28 @@ async fn demo_keys_work_against_the_demo_data() {
     assert_eq!(app.get(test, "/members").await.body["meta"]["total"], 0, "the sandbox starts empty");
     // Keys printed by an earlier run were revoked.
     assert_eq!(app.get(first["live_key"].as_str().unwrap(), "/members").await.status, 401);
+    demo_door_lets_its_card_in(&app, &second).await;
+}
+
+/// The door of the banner's curl grants its card, and `gymapi device list` shows it online once
+/// it has said so.
+async fn demo_door_lets_its_card_in(app: &TestApp, demo: &Value) {
+    let (live, gym) = (demo["live_key"].as_str().unwrap(), demo["gym_id"].as_str().unwrap());
+    let list = json_of(&gymapi(&app.database_url, &["device", "list", "--gym", gym, "--json"], None));
+    let kinds: Vec<&str> = list["data"].as_array().unwrap().iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["door", "doorbell", "door"]);
+    assert_eq!(list["data"][0]["online"], false);
+    assert_eq!(list["data"][0]["id"], demo["door_id"]);
+    let path = format!("/doors/{}/access", demo["door_id"].as_str().unwrap());
+    let r = app.device("POST", &path, live, Some(serde_json::json!({"card": demo["door_card"]})), &[]).await;
+    assert_eq!((r.status, r.body["decision"].as_str()), (200, Some("granted")), "{}", r.body);
+    let heartbeat = format!("/devices/{}/heartbeat", demo["door_id"].as_str().unwrap());
+    assert_eq!(app.device("POST", &heartbeat, live, None, &[]).await.status, 200);
+    let list = json_of(&gymapi(&app.database_url, &["device", "list", "--gym", gym, "--json"], None));
+    assert_eq!(list["data"][0]["online"], true, "a heartbeat marks the door seen");
+    let text = gymapi(&app.database_url, &["device", "list", "--gym", gym], None);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("online") && text.contains("Main entrance"), "{text}");
 }
 
 #[tokio::test]
