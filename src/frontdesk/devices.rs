@@ -114,9 +114,24 @@ pub async fn all_of(db: &impl ConnectionTrait, actor: &Actor, gym_id: Uuid) -> a
     Ok(all)
 }
 
+/// A device of `owner` (a gym, for a device of it or of its sandbox) the actor may see.
+pub async fn one_of(
+    db: &impl ConnectionTrait,
+    actor: &Actor,
+    owner: Uuid,
+    id: Uuid,
+) -> accounts::Result<device::Model> {
+    actor.require_view(owner)?;
+    in_gym_or_sandbox(db, owner, id).await
+}
+
 /// A device the actor may manage (of their gym or its sandbox).
 async fn managed(db: &impl ConnectionTrait, actor: &Actor, owner: Uuid, id: Uuid) -> accounts::Result<device::Model> {
     actor.require(Permission::SettingsManage, owner)?;
+    in_gym_or_sandbox(db, owner, id).await
+}
+
+async fn in_gym_or_sandbox(db: &impl ConnectionTrait, owner: Uuid, id: Uuid) -> accounts::Result<device::Model> {
     for gym in accounts::with_sandbox(db, owner).await? {
         if let Some(d) = device::Entity::find_by_id((gym, id)).one(db).await? {
             return Ok(d);

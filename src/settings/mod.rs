@@ -1,5 +1,5 @@
-//! The settings area (Settings > Integrations) for gym users: server-rendered pages under
-//! `/settings` to manage API keys, the sandbox and webhooks.
+//! The settings area for gym users: server-rendered pages under `/settings` to manage API keys,
+//! the sandbox and webhooks (Integrations) and the front desk's devices.
 //!
 //! - Sign-in with email and password (argon2), sessions in an HttpOnly, SameSite=Lax cookie (Secure
 //!   over https), throttled failed sign-ins, sign-out.
@@ -10,6 +10,7 @@
 //!   POST is refused by the domain.
 //! - No logic in the markup ([`pages`]): handlers gather what a page shows, pages only render it.
 
+mod devices;
 mod pages;
 pub mod session;
 
@@ -56,6 +57,9 @@ pub fn routes(state: AppState) -> impl Endpoint {
         .at("/integrations/webhooks/endpoints", post(create_endpoint))
         .at("/integrations/webhooks/endpoints/:id/:action", post(endpoint_action))
         .at("/integrations/webhooks/deliveries/:id/redeliver", post(redeliver))
+        .at("/devices", get(devices::list))
+        .at("/devices/:id", get(devices::show).post(devices::update))
+        .at("/devices/:id/remove", post(devices::remove))
         .data(state)
         .around(|ep, req| async move {
             // The framework's own refusals (no such page, a form that does not parse) as pages too.

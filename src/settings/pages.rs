@@ -70,6 +70,38 @@ pub struct WebhooksView<'a> {
     pub event_types: Vec<&'static str>,
 }
 
+/// A device as the Devices page lists it.
+pub struct DeviceRow {
+    pub id: Uuid,
+    pub name: String,
+    pub kind: String,
+    pub facility: String,
+    pub sandbox: bool,
+    pub online: bool,
+    pub last_seen: Option<String>,
+}
+
+pub struct DevicesView<'a> {
+    pub gym_name: &'a str,
+    pub user_email: &'a str,
+    pub csrf: &'a str,
+    pub can_manage: bool,
+    pub device_access: bool,
+    pub devices: Vec<DeviceRow>,
+}
+
+/// One device, with the facilities it may move to.
+pub struct DeviceView<'a> {
+    pub gym_name: &'a str,
+    pub user_email: &'a str,
+    pub csrf: &'a str,
+    pub can_manage: bool,
+    pub device: DeviceRow,
+    pub facility_id: Uuid,
+    pub facilities: Vec<(Uuid, String)>,
+    pub error: Option<String>,
+}
+
 #[derive(Clone, Copy)]
 pub enum KeyAction {
     Roll,
@@ -101,10 +133,11 @@ fn layout(title: &str, gym: Option<(&str, &str, &str)>, active: &str, body: Mark
                     }
                 }
                 @if gym.is_some() {
-                    nav aria-label="Integrations" {
-                        span.crumb { "Settings › Integrations" }
+                    nav aria-label="Settings" {
+                        span.crumb { "Settings ›" }
                         a href="/settings/integrations/api" aria-current=[(active == "api").then_some("page")] { "API integration" }
                         a href="/settings/integrations/webhooks" aria-current=[(active == "webhooks").then_some("page")] { "Webhooks" }
+                        a href="/settings/devices" aria-current=[(active == "devices").then_some("page")] { "Devices" }
                     }
                 }
                 main { (body) }
@@ -498,4 +531,106 @@ fn attempts_of(d: &webhook_delivery::Model) -> String {
             _ => "—".into(),
         },
     }
+}
+
+const VIEW_ONLY: &str =
+    "You can view these settings. To change them you need the settings.manage permission; ask the gym's owner.";
+
+fn device_status(d: &DeviceRow) -> Markup {
+    html! {
+        @if d.online { span.status.delivered { "Online" } } @else { span.status.failed { "Offline" } }
+        br;
+        span.muted.small {
+            @match &d.last_seen { Some(t) => { "Last seen " (t) } None => { "Never seen" } }
+        }
+    }
+}
+
+pub fn devices(v: &DevicesView) -> String {
+    layout(
+        "Devices",
+        Some((v.gym_name, v.user_email, v.csrf)),
+        "devices",
+        html! {
+            h1 { "Devices" }
+            @if !v.device_access {
+                p.notice.warn role="status" {
+                    strong { "Your plan does not include device features. " }
+                    "The front-desk app's requests are refused (403) until the plan includes them."
+                }
+            }
+            @if !v.can_manage { p.notice role="status" { (VIEW_ONLY) } }
+            section.card aria-labelledby="devices-title" {
+                h2 #devices-title { "Front-desk devices" }
+                p.muted { "The front-desk app registers its doors, doorbells and terminals with an API key of this gym; a device is online when it was heard from in the last 90 seconds." }
+                @if v.devices.is_empty() {
+                    p.muted { "No devices yet." }
+                } @else {
+                    div.table-wrap tabindex="0" role="region" aria-label="Devices" {
+                        table {
+                            thead { tr { th scope="col" { "Name" } th scope="col" { "Kind" } th scope="col" { "Facility" } th scope="col" { "Environment" } th scope="col" { "Status" } @if v.can_manage { th scope="col" { span.visually-hidden { "Actions" } } } } }
+                            tbody {
+                                @for d in &v.devices {
+                                    tr {
+                                        td { (d.name) }
+                                        td { (d.kind) }
+                                        td { (d.facility) }
+                                        td { @if d.sandbox { span.badge.test { "Sandbox" } } @else { span.badge.live { "Live" } } }
+                                        td { (device_status(d)) }
+                                        @if v.can_manage {
+                                            td.actions {
+                                                a.button href={ "/settings/devices/" (d.id) } aria-label={ "Edit " (d.name) } { "Edit" }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+pub fn device(v: &DeviceView) -> String {
+    let d = &v.device;
+    layout(
+        "Device",
+        Some((v.gym_name, v.user_email, v.csrf)),
+        "devices",
+        html! {
+            p { a href="/settings/devices" { "‹ All devices" } }
+            h1 { (d.name) }
+            p { (d.kind) " · " (d.facility) " · " (device_status(d)) }
+            @if let Some(e) = &v.error { p.notice.error role="alert" { (e) } }
+            @if v.can_manage {
+                section.card aria-labelledby="edit-title" {
+                    h2 #edit-title { "Rename or move" }
+                    form.stack method="post" action={ "/settings/devices/" (d.id) } {
+                        input type="hidden" name="csrf" value=(v.csrf);
+                        label for="device-name" { "Name" }
+                        input #device-name type="text" name="name" value=(d.name) maxlength="100" required;
+                        label for="device-facility" { "Facility" }
+                        select #device-facility name="facility_id" {
+                            @for (id, name) in &v.facilities {
+                                option value=(id) selected[*id == v.facility_id] { (name) }
+                            }
+                        }
+                        button.primary type="submit" { "Save" }
+                    }
+                }
+                section.card aria-labelledby="remove-title" {
+                    h2 #remove-title { "Remove" }
+                    p { "The device stops being known: its requests are answered 404 until the front-desk app registers it again. Its rings and door commands go with it; its door's attendance entries stay." }
+                    form method="post" action={ "/settings/devices/" (d.id) "/remove" } {
+                        input type="hidden" name="csrf" value=(v.csrf);
+                        button.danger type="submit" { "Remove device" }
+                    }
+                }
+            } @else {
+                p.notice role="status" { (VIEW_ONLY) }
+            }
+        },
+    )
 }

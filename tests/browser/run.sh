@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Browser tests of the settings area: starts gymapi on a fresh SQLite database, creates a gym with an
-# owner and an employee (no settings.manage), and drives the pages in headless Chromium.
+# owner and an employee (no settings.manage) and a key for the front-desk app's devices, and drives the
+# pages in headless Chromium.
 # Usage: tests/browser/run.sh path/to/gymapi   (NODE_MODULES: where playwright-core and axe-core are)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -12,6 +13,7 @@ password='correct horse battery staple'
 gym=$("$bin" gym create --name "Iron Temple" --timezone Europe/Berlin --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
 echo "$password" | "$bin" user create --gym "$gym" --email owner@iron-temple.example --role owner >/dev/null
 echo "$password" | "$bin" user create --gym "$gym" --email desk@iron-temple.example --role employee >/dev/null
+device_key=$("$bin" key create --gym "$gym" --env live --name "Front-desk app" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 GYMAPI_RATE_LIMIT_PER_MINUTE=10000 "$bin" serve --bind "127.0.0.1:$port" >"$work/serve.log" 2>&1 &
 pid=$!
@@ -20,5 +22,5 @@ for _ in $(seq 1 100); do
   curl -fs "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
   sleep 0.1
 done
-BASE="http://127.0.0.1:$port" OWNER=owner@iron-temple.example EMPLOYEE=desk@iron-temple.example PASSWORD="$password" \
+BASE="http://127.0.0.1:$port" DEVICE_KEY="$device_key" OWNER=owner@iron-temple.example EMPLOYEE=desk@iron-temple.example PASSWORD="$password" \
   SHOTS="${SHOTS:-target/screenshots}" node tests/browser/settings.mjs

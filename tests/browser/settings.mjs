@@ -12,7 +12,7 @@ const require = createRequire(process.env.NODE_MODULES + "/");
 const { chromium } = require("playwright-core");
 const axeSource = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 
-const { BASE, OWNER, EMPLOYEE, PASSWORD, SHOTS = "target/screenshots" } = process.env;
+const { BASE, OWNER, EMPLOYEE, PASSWORD, DEVICE_KEY, SHOTS = "target/screenshots" } = process.env;
 mkdirSync(SHOTS, { recursive: true });
 
 const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || "/usr/bin/chromium", args: ["--no-sandbox"] });
@@ -31,6 +31,16 @@ async function check(page, name) {
 async function api(key, path, expected) {
   const r = await fetch(`${BASE}/api/v1${path}`, { headers: { Authorization: `Bearer ${key}` } });
   assert.equal(r.status, expected, `${path} with the key answered ${r.status}, expected ${expected}`);
+}
+
+// The front-desk app's side: the device API with the gym's device key.
+async function device(method, path, body) {
+  const r = await fetch(`${BASE}/api/v1/devices${path}`, {
+    method,
+    headers: { Authorization: `Bearer ${DEVICE_KEY}`, "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: r.status, body: await r.json() };
 }
 
 async function signIn(context, email, name) {
@@ -112,6 +122,30 @@ async function signIn(context, email, name) {
   await page.getByRole("cell", { name: "ping" }).first().waitFor();
   await check(page, "owner-webhooks");
 
+  // Devices: none yet; the front-desk app registers a door, which shows online once heard from;
+  // the owner renames it, then removes it.
+  await page.getByRole("link", { name: "Devices" }).click();
+  await page.getByText("No devices yet.").waitFor();
+  await check(page, "owner-devices-empty");
+  const door = await device("POST", "/devices", { kind: "door", name: "Back door" });
+  assert.equal(door.status, 201);
+  assert.equal((await device("POST", `/devices/${door.body.id}/heartbeat`)).status, 200);
+  await page.reload();
+  const doorRow = page.getByRole("row", { name: /Back door/ });
+  await doorRow.getByText("Online").waitFor();
+  await check(page, "owner-devices");
+  await doorRow.getByRole("link", { name: "Edit Back door" }).click();
+  await check(page, "owner-device-edit");
+  await page.getByLabel("Name", { exact: true }).fill("Garden door");
+  await page.getByRole("button", { name: "Save" }).click();
+  await page.getByRole("row", { name: /Garden door/ }).waitFor();
+  assert.equal((await device("GET", `/devices/${door.body.id}`)).body.name, "Garden door");
+  await page.getByRole("link", { name: "Edit Garden door" }).click();
+  await page.getByRole("button", { name: "Remove device" }).click();
+  await page.getByText("No devices yet.").waitFor();
+  assert.equal((await device("GET", `/devices/${door.body.id}`)).status, 404);
+  assert.equal((await device("POST", "/devices", { kind: "doorbell", name: "Counter bell" })).status, 201);
+
   // A form posted from elsewhere (no CSRF token) is refused.
   const forged = await page.request.post(`${BASE}/settings/integrations/api/keys`, {
     form: { name: "Forged", environment: "live" },
@@ -135,6 +169,10 @@ async function signIn(context, email, name) {
   await page.getByRole("link", { name: "Webhooks" }).click();
   await check(page, "employee-webhooks-phone");
   assert.equal(await page.getByRole("button", { name: "Add endpoint" }).count(), 0);
+  await page.getByRole("link", { name: "Devices" }).click();
+  await page.getByRole("row", { name: /Counter bell/ }).waitFor();
+  assert.equal(await page.getByRole("link", { name: /^Edit/ }).count(), 0);
+  await check(page, "employee-devices-phone");
   await context.close();
 }
 

@@ -1,8 +1,14 @@
 //! The settings area over HTTP as a browser uses it: cookies, forms, redirects.
 
 use entity::states::Role;
-use gymapi::accounts::{self, Permission};
+use gymapi::{
+    accounts::{self, Permission},
+    context::Environment,
+    records::{new_id, now},
+};
 use reqwest::redirect::Policy;
+use sea_orm::{ActiveModelTrait, Set};
+use serde_json::json;
 
 use crate::common::{Gym, TestApp};
 
@@ -285,4 +291,93 @@ async fn webhook_endpoints_are_managed_from_the_page() {
         b.post(&format!("/settings/integrations/webhooks/endpoints/{id}/disable"), &[("csrf", &page.csrf())]).await;
     assert_eq!(disabled.status, 303);
     assert!(b.get("/settings/integrations/webhooks").await.body.contains("Disabled"));
+}
+
+/// The Devices page lists the gym's devices and its sandbox's with their status; only users with
+/// settings.manage rename, move or remove one, and only their own gym's.
+#[tokio::test]
+async fn devices_are_renamed_moved_and_removed_by_managers_only() {
+    let app = TestApp::spawn().await;
+    let (gym, other) = (app.gym("Iron Temple").await, app.gym("Elsewhere").await);
+    let register = |key: String, name: &'static str| {
+        let app = &app;
+        async move {
+            let r = app.device("POST", "/devices", &key, Some(json!({"kind": "door", "name": name})), &[]).await;
+            assert_eq!(r.status, 201, "{}", r.body);
+            r.body["id"].as_str().unwrap().to_string()
+        }
+    };
+    let door = register(gym.live_key.clone(), "Front door").await;
+    let foreign = register(other.live_key.clone(), "Not yours").await;
+    accounts::provision_sandbox(&app.db, &accounts::Actor::Operator, gym.id).await.unwrap();
+    let test_key =
+        accounts::create_key(&app.db, &accounts::Actor::Operator, gym.id, Environment::Test, "t").await.unwrap();
+    register(test_key.key, "Rehearsal door").await;
+    let annex = entity::facility::ActiveModel {
+        gym_id: Set(gym.id),
+        id: Set(new_id()),
+        name: Set("Annex".into()),
+        created_at: Set(now()),
+        updated_at: Set(now()),
+    }
+    .insert(&app.db)
+    .await
+    .unwrap();
+
+    let owner = signed_in(&app, &gym, "owner@iron.example", "owner", &[]).await;
+    let page = owner.get("/settings/devices").await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("Front door") && page.body.contains("Never seen"), "{}", page.body);
+    assert!(page.body.contains("Rehearsal door") && page.body.contains("Sandbox"));
+    assert!(!page.body.contains("Not yours"));
+    let beat = app.device("POST", &format!("/devices/{door}/heartbeat"), &gym.live_key, None, &[]).await;
+    assert_eq!(beat.status, 200);
+    assert!(owner.get("/settings/devices").await.body.contains("Online"));
+
+    let desk = signed_in(&app, &gym, "desk@iron.example", "employee", &[]).await;
+    let viewed = desk.get("/settings/devices").await;
+    assert!(viewed.body.contains("Front door") && !viewed.body.contains(">Edit<"));
+    let refused =
+        desk.post(&format!("/settings/devices/{door}"), &[("csrf", &viewed.csrf()), ("name", "Hacked")]).await;
+    assert_eq!(refused.status, 403);
+
+    let form = owner.get(&format!("/settings/devices/{door}")).await;
+    let csrf = form.csrf();
+    let blank = owner.post(&format!("/settings/devices/{door}"), &[("csrf", &csrf), ("name", "  ")]).await;
+    assert_eq!(blank.status, 422);
+    assert!(blank.body.contains("The device name must have 1 to 100 characters."), "{}", blank.body);
+    let annex_id = annex.id.to_string();
+    let moved = owner
+        .post(
+            &format!("/settings/devices/{door}"),
+            &[("csrf", &csrf), ("name", "Garden door"), ("facility_id", &annex_id)],
+        )
+        .await;
+    assert_eq!((moved.status, moved.location.as_deref()), (303, Some("/settings/devices")));
+    let seen = app.device("GET", &format!("/devices/{door}"), &gym.live_key, None, &[]).await;
+    assert_eq!(
+        (seen.body["name"].as_str(), seen.body["facility_id"].as_str()),
+        (Some("Garden door"), Some(&*annex_id))
+    );
+    let elsewhere = other_facility(&app, &other).await;
+    let wrong = owner
+        .post(
+            &format!("/settings/devices/{door}"),
+            &[("csrf", &csrf), ("name", "Garden door"), ("facility_id", &elsewhere)],
+        )
+        .await;
+    assert_eq!(wrong.status, 422);
+
+    assert_eq!(owner.get(&format!("/settings/devices/{foreign}")).await.status, 404);
+    assert_eq!(owner.post(&format!("/settings/devices/{foreign}/remove"), &[("csrf", &csrf)]).await.status, 404);
+    assert_eq!(app.device("GET", &format!("/devices/{foreign}"), &other.live_key, None, &[]).await.status, 200);
+    assert_eq!(owner.post(&format!("/settings/devices/{door}/remove"), &[]).await.status, 403);
+    let removed = owner.post(&format!("/settings/devices/{door}/remove"), &[("csrf", &csrf)]).await;
+    assert_eq!(removed.status, 303);
+    assert_eq!(app.device("GET", &format!("/devices/{door}"), &gym.live_key, None, &[]).await.status, 404);
+}
+
+/// The id of the first facility of a gym.
+async fn other_facility(app: &TestApp, gym: &Gym) -> String {
+    accounts::first_facility(&app.db, gym.id).await.unwrap().unwrap().id.to_string()
 }

@@ -1,0 +1,162 @@
+//! The Devices page: the front-desk devices of the gym and of its sandbox, online or not; users
+//! with `settings.manage` rename, move or remove one.
+
+use std::collections::HashMap;
+
+use entity::device;
+use poem::{
+    Request, Response, handler,
+    http::StatusCode,
+    web::{Data, Form, Path},
+};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::{CsrfForm, Signed, html, pages, redirect, refused, signed, signed_form};
+use crate::{
+    accounts::{self, AccountError},
+    frontdesk::devices::{self, DeviceChange, online},
+    records::now,
+    state::AppState,
+};
+
+/// The page of every device.
+#[handler]
+pub(super) async fn list(req: &Request, state: Data<&AppState>) -> Response {
+    let s = match signed(&state, req).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let gathered = async {
+        let found = devices::all_of(&state.db, &s.actor(), s.gym.id).await?;
+        let names = facility_names(&state, &s).await?;
+        Ok::<_, AccountError>(found.iter().map(|d| row(d, &s, &names)).collect())
+    };
+    match gathered.await {
+        Ok(rows) => html(
+            StatusCode::OK,
+            pages::devices(&pages::DevicesView {
+                gym_name: &s.gym.name,
+                user_email: &s.user.email,
+                csrf: &s.session.csrf_token,
+                can_manage: s.can_manage(),
+                device_access: s.gym.device_access,
+                devices: rows,
+            }),
+        ),
+        Err(e) => refused(e),
+    }
+}
+
+/// The names of the facilities of the gym and of its sandbox.
+async fn facility_names(state: &AppState, s: &Signed) -> Result<HashMap<Uuid, String>, AccountError> {
+    let mut names = HashMap::new();
+    for gym in accounts::with_sandbox(&state.db, s.gym.id).await? {
+        names.extend(accounts::facilities(&state.db, gym).await?.into_iter().map(|f| (f.id, f.name)));
+    }
+    Ok(names)
+}
+
+fn row(d: &device::Model, s: &Signed, facilities: &HashMap<Uuid, String>) -> pages::DeviceRow {
+    let noun = devices::noun(Some(d.kind));
+    let mut kind = noun.to_string();
+    if let Some(first) = kind.get_mut(..1) {
+        first.make_ascii_uppercase();
+    }
+    pages::DeviceRow {
+        id: d.id,
+        name: d.name.clone(),
+        kind,
+        facility: facilities.get(&d.facility_id).cloned().unwrap_or_else(|| "—".into()),
+        sandbox: d.gym_id != s.gym.id,
+        online: online(d, now()),
+        last_seen: d.last_seen_at.map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string()),
+    }
+}
+
+/// One device's page: its status, and for managers the forms to rename, move or remove it.
+async fn render(state: &AppState, s: &Signed, id: Uuid, error: Option<String>, status: StatusCode) -> Response {
+    let gathered = async {
+        let d = devices::one_of(&state.db, &s.actor(), s.gym.id, id).await?;
+        let names = facility_names(state, s).await?;
+        let choices = accounts::facilities(&state.db, d.gym_id).await?.into_iter().map(|f| (f.id, f.name)).collect();
+        Ok::<_, AccountError>((row(&d, s, &names), d.facility_id, choices))
+    };
+    match gathered.await {
+        Ok((device, facility_id, facilities)) => html(
+            status,
+            pages::device(&pages::DeviceView {
+                gym_name: &s.gym.name,
+                user_email: &s.user.email,
+                csrf: &s.session.csrf_token,
+                can_manage: s.can_manage(),
+                device,
+                facility_id,
+                facilities,
+                error,
+            }),
+        ),
+        Err(e) => refused(e),
+    }
+}
+
+#[handler]
+pub(super) async fn show(req: &Request, state: Data<&AppState>, Path(id): Path<Uuid>) -> Response {
+    match signed(&state, req).await {
+        Ok(s) => render(&state, &s, id, None, StatusCode::OK).await,
+        Err(r) => r,
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct DeviceForm {
+    /// Missing is refused like wrong (403), not as a malformed form.
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    name: String,
+    facility_id: Option<Uuid>,
+}
+
+/// Renames or moves a device; bad input shows the form again with the reason (422).
+#[handler]
+pub(super) async fn update(
+    req: &Request,
+    state: Data<&AppState>,
+    Path(id): Path<Uuid>,
+    Form(f): Form<DeviceForm>,
+) -> Response {
+    let s = match signed_form(&state, req, &f.csrf).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let change = DeviceChange { name: Some(f.name), facility_id: f.facility_id };
+    match devices::change(&state.db, &s.actor(), s.gym.id, id, change).await {
+        Ok(_) => redirect("/settings/devices"),
+        Err(AccountError::Invalid(reason)) => {
+            let mut message = reason;
+            if let Some(first) = message.get_mut(..1) {
+                first.make_ascii_uppercase();
+            }
+            render(&state, &s, id, Some(format!("{message}.")), StatusCode::UNPROCESSABLE_ENTITY).await
+        }
+        Err(e) => refused(e),
+    }
+}
+
+#[handler]
+pub(super) async fn remove(
+    req: &Request,
+    state: Data<&AppState>,
+    Path(id): Path<Uuid>,
+    Form(f): Form<CsrfForm>,
+) -> Response {
+    let s = match signed_form(&state, req, &f.csrf).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    match devices::remove(&state.db, &s.actor(), s.gym.id, id).await {
+        Ok(()) => redirect("/settings/devices"),
+        Err(e) => refused(e),
+    }
+}
