@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts gymapi with demo data on the given database (and Redis, if REDIS_URL is set) and runs
-# schemathesis over every implemented operation of openapi.yaml with a live key.
+# schemathesis over every operation of openapi.yaml and of openapi-devices.yaml with a live key.
 # Usage: .ci/schemathesis.sh DATABASE_URL
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +9,7 @@ bin=${GYMAPI_BIN:-${CARGO_TARGET_DIR:-target}/debug/gymapi}
 st=${SCHEMATHESIS:-schemathesis}
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 log=$(mktemp)
-DATABASE_URL=$db_url GYMAPI_RATE_LIMIT_PER_MINUTE=1000000 "$bin" serve --demo --bind "127.0.0.1:$port" >"$log" 2>&1 &
+DATABASE_URL=$db_url GYMAPI_RATE_LIMIT_PER_MINUTE=1000000 GYMAPI_DEVICE_RATE_LIMIT_PER_MINUTE=1000000 "$bin" serve --demo --bind "127.0.0.1:$port" >"$log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -f "$log"' EXIT
 for _ in $(seq 1 100); do
@@ -18,14 +18,19 @@ for _ in $(seq 1 100); do
 done
 key=$(grep -o 'svc_live_[A-Za-z0-9]*' "$log" | head -1)
 [ -n "$key" ] || { echo "gymapi did not start:"; cat "$log"; exit 1; }
-"$st" --config-file .ci/schemathesis.toml run openapi.yaml \
-  --url "http://127.0.0.1:$port/api/v1" \
-  --header "Authorization: Bearer $key" \
-  --checks all \
-  --max-examples "${SCHEMATHESIS_MAX_EXAMPLES:-40}" \
-  --workers 1 \
-  --seed 1 \
-  --no-color
+# Each document with its own base and settings: the integration API, then the device API.
+for run in "openapi.yaml /api/v1 .ci/schemathesis.toml" "openapi-devices.yaml /api/v1/devices .ci/schemathesis-devices.toml"; do
+  read -r doc base config <<<"$run"
+  echo "schemathesis over $doc"
+  "$st" --config-file "$config" run "$doc" \
+    --url "http://127.0.0.1:$port$base" \
+    --header "Authorization: Bearer $key" \
+    --checks all \
+    --max-examples "${SCHEMATHESIS_MAX_EXAMPLES:-40}" \
+    --workers 1 \
+    --seed 1 \
+    --no-color
+done
 if grep -q "panicked" "$log"; then
   echo "gymapi panicked during the run:"; grep -A5 panicked "$log"; exit 1
 fi

@@ -188,8 +188,35 @@ async fn every_operation_is_fit_for_sdk_generation() {
                     "{file}: {key} lacks the Idempotency-Key header"
                 );
                 assert!(responses.contains_key("409"), "{file}: {key} does not document 409");
+                assert!(responses.contains_key("422"), "{file}: {key} does not document 422 (a malformed key)");
             }
         }
+    }
+}
+
+/// Where a document holds a null outside an example: in YAML's flow style an unquoted comma ends
+/// a description, and the rest becomes a key without a value.
+fn stray_nulls(v: &Value, path: &str, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m.iter().filter(|(k, _)| k.as_str() != "example") {
+                if x.is_null() {
+                    out.push(format!("{path}/{k}"));
+                }
+                stray_nulls(x, &format!("{path}/{k}"), out);
+            }
+        }
+        Value::Array(a) => a.iter().enumerate().for_each(|(i, x)| stray_nulls(x, &format!("{path}/{i}"), out)),
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn no_document_holds_a_value_lost_to_yaml() {
+    for (file, oracle, _) in documents() {
+        let mut found = Vec::new();
+        stray_nulls(oracle.doc(), "", &mut found);
+        assert!(found.is_empty(), "{file}: keys without a value (an unquoted comma?): {found:?}");
     }
 }
 
