@@ -36,7 +36,9 @@ impl DeviceHandlers {
         id: &str,
         kind: Option<DeviceKind>,
     ) -> Result<device::Model, ApiError> {
-        let d = devices::find(self.db(), ctx.tenant.gym_id, id, kind).await?;
+        // Boxed: the lookup's future is large and short-lived, and a long poll's future would
+        // otherwise keep its room for the whole wait (see docs/performance.md).
+        let d = Box::pin(devices::find(self.db(), ctx.tenant.gym_id, id, kind)).await?;
         self.state.heartbeats.seen(self.db().orm(), d.gym_id, d.id);
         Ok(d)
     }

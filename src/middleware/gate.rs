@@ -84,7 +84,9 @@ async fn route<E: Endpoint>(
             let mut body = Bytes::new();
             if op.has_body() {
                 let content_type = req.content_type().map(str::to_string);
-                body = match req.take_body().into_bytes_limit(MAX_BODY_BYTES).await {
+                // Boxed: reading the body takes a large future, which the rest of the request
+                // (a long poll's wait included) would otherwise carry (see docs/performance.md).
+                body = match Box::pin(req.take_body().into_bytes_limit(MAX_BODY_BYTES)).await {
                     Ok(b) => b,
                     Err(_) => {
                         let limit = MAX_BODY_BYTES / 1024 / 1024;
