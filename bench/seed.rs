@@ -1,6 +1,7 @@
 //! Fills a database with a realistic deployment for `bench/run`: one large gym (100,000 members,
 //! 1,000,000 attendance rows, 200,000 purchases, 1,000 live keys) and 499 small gyms (40 members,
-//! 200 check-ins and 40 purchases each, one key). Everything goes in through the public import API of
+//! 200 check-ins and 40 purchases each, one key). Every member has an access card; the large gym's
+//! first 1,000 members hold an unlimited pass, and it has a door. Everything goes in through the public import API of
 //! an in-process server, so both backends are filled by the same code paths.
 //!
 //!     DATABASE_URL=... cargo run --release --example bench-seed -- --out seed.json [--scale 0.1]
@@ -75,7 +76,38 @@ fn member(n: usize) -> Value {
         "city": "Berlin",
         "country": "DE",
         "status": if n % 9 == 0 { "inactive" } else { "active" },
+        "access_card": format!("C{n}"),
     })
+}
+
+/// Members whose cards the door is asked about: each holds an unlimited pass (every ninth of them is
+/// inactive, so the door denies them).
+const DOOR_MEMBERS: usize = 1000;
+
+fn membership(n: usize) -> Value {
+    let start = chrono::Utc::now().date_naive() - chrono::Duration::days(30);
+    json!({"legacy_id": format!("MS{n}"), "member_legacy_id": format!("M{n}"), "plan_legacy_id": "P-UNL",
+           "starts_on": start.to_string()})
+}
+
+/// The front desk of the large gym: an unlimited pass for its first members, and a door.
+async fn front_desk(base: &str, key: &str, members: usize) -> (String, usize) {
+    let plan = json!({"legacy_id": "P-UNL", "kind": "membership", "name": "Unlimited",
+                      "price": {"amount": 4900, "currency": "EUR"}});
+    import(base, key, "plans", 1, |_| plan.clone()).await;
+    let holders = members.min(DOOR_MEMBERS);
+    import(base, key, "memberships", holders, membership).await;
+    let client = reqwest::Client::new();
+    let r = client
+        .post(format!("{base}/api/v1/devices/devices"))
+        .bearer_auth(key)
+        .json(&json!({"kind": "door", "name": "Main entrance"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let door: Value = r.json().await.unwrap();
+    (door["id"].as_str().unwrap().to_string(), holders)
 }
 
 fn check_in(n: usize, members: usize) -> Value {
@@ -141,6 +173,7 @@ async fn main() {
     let config = Config {
         database_url: url.clone(),
         rate_limit_per_minute: 10_000_000,
+        device_rate_limit_per_minute: 10_000_000,
         webhook_dispatch: false,
         ..Config::default()
     };
@@ -163,6 +196,7 @@ async fn main() {
     import(&base, &key, "members", members, member).await;
     import(&base, &key, "attendance", attendance, |i| check_in(i, members)).await;
     import(&base, &key, "purchases", purchases, |i| purchase(i, members)).await;
+    let (door_id, card_holders) = front_desk(&base, &key, members).await;
 
     eprintln!("seeding {} small gyms", a.small_gyms);
     let mut small = Vec::with_capacity(a.small_gyms);
@@ -188,6 +222,8 @@ async fn main() {
         "key": key,
         "keys": keys,
         "member_id": member_id,
+        "door_id": door_id,
+        "card_holders": card_holders,
         "members": members,
         "attendance": attendance,
         "purchases": purchases,
