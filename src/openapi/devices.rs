@@ -36,27 +36,6 @@ impl From<super::PaginationMeta> for PaginationMeta {
     }
 }
 
-/// The document's enums and the stored states are the same sets of values (see [`super`]).
-macro_rules! same_values {
-    ($($api:ident <=> $stored:ident { $($variant:ident),+ $(,)? })+) => {$(
-        impl From<entity::states::$stored> for $api {
-            fn from(value: entity::states::$stored) -> Self {
-                match value {
-                    $(entity::states::$stored::$variant => Self::$variant,)+
-                }
-            }
-        }
-
-        impl From<$api> for entity::states::$stored {
-            fn from(value: $api) -> Self {
-                match value {
-                    $($api::$variant => Self::$variant,)+
-                }
-            }
-        }
-    )+};
-}
-
 same_values! {
     DeviceKind <=> DeviceKind { Door, Doorbell, CardTerminal, FiscalPrinter, Kiosk }
     DoorAction <=> DoorAction { Open }

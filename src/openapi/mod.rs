@@ -4,8 +4,6 @@
 //! them. The device API's are in [`devices`], from `openapi-devices.yaml`. Never edited by hand;
 //! `cargo run -q --example generated` prints them.
 
-pub mod devices;
-
 #[allow(clippy::all, clippy::pedantic, unused_imports, missing_docs, dead_code)]
 mod generated {
     include!(concat!(env!("OUT_DIR"), "/api.rs"));
@@ -43,6 +41,9 @@ macro_rules! same_values {
         }
     )+};
 }
+
+// Declared after the macro, which it uses too.
+pub mod devices;
 
 same_values! {
     MemberStatus <=> MemberStatus { Active, Inactive }
