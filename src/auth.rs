@@ -114,6 +114,10 @@ struct Grant {
     tenant: Tenant,
     licence: Licence,
     valid_until: Option<DateTime<Utc>>,
+    /// The key was rolled and works on through its grace period (grants cached before this field
+    /// existed read as not retiring; a roll drops the key's grant anyway).
+    #[serde(default)]
+    retiring: bool,
 }
 
 /// A request that passed the key and subscription checks: its tenant, the licence the gate checks
@@ -123,11 +127,13 @@ pub struct Admitted {
     pub tenant: Tenant,
     pub licence: Licence,
     pub decision: Decision,
+    /// The key was rolled: integrations keep it through the grace period, devices do not.
+    pub retiring: bool,
 }
 
 impl From<(Grant, Decision)> for Admitted {
     fn from((grant, decision): (Grant, Decision)) -> Self {
-        Self { tenant: grant.tenant, licence: grant.licence, decision }
+        Self { tenant: grant.tenant, licence: grant.licence, decision, retiring: grant.retiring }
     }
 }
 
@@ -311,6 +317,7 @@ async fn resolve(
         tenant: Tenant { gym_id, owner_gym_id: row.gym_id, key_id: row.key_id, environment: env, timezone },
         licence: Licence { api: row.api_access, devices: row.device_access },
         valid_until,
+        retiring: row.expires_at.is_some(),
     })
 }
 
@@ -402,6 +409,7 @@ mod tests {
             },
             licence: Licence { api: true, devices: true },
             valid_until: None,
+            retiring: false,
         };
         let ask = |fingerprint: &'static str| {
             let (resolutions, queries, grant) = (resolutions.clone(), queries.clone(), grant.clone());

@@ -29,11 +29,15 @@ pub async fn gate<E: Endpoint>(next: Arc<E>, req: Request, state: AppState, fami
         Family::Devices => (Budget::Devices, RatePolicy::per_minute(state.config.device_rate_limit_per_minute)),
     };
     let now = crate::records::now();
-    let Admitted { tenant, licence, decision } =
+    let Admitted { tenant, licence, decision, retiring } =
         match auth::admit(&state.db, &*state.store, &state.resolutions, key.as_deref(), budget, now).await {
             Ok(admitted) => admitted,
             Err(e) => return Ok(e.as_response()),
         };
+    // A rolled key stops its devices at once: the companion app signs in with the new key.
+    if retiring && family == Family::Devices {
+        return Ok(ApiError::Unauthorized.as_response());
+    }
     let unlicensed = match family {
         Family::Integration => (!licence.api).then_some(NO_API_ACCESS_MESSAGE),
         Family::Devices => (!licence.devices).then_some(NO_DEVICE_ACCESS_MESSAGE),

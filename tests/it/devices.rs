@@ -377,6 +377,21 @@ async fn a_revoked_key_stops_its_devices_and_a_test_key_sees_only_the_sandbox() 
     assert_eq!(app.device("GET", &format!("/devices/{live_door}"), &gym.live_key, None, &[]).await.status, 401);
 }
 
+/// A rolled key keeps working for integrations through its grace period, but its devices stop at
+/// once: the companion app signs in with the new key.
+#[tokio::test]
+async fn a_rolled_key_stops_its_devices_at_once() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Rolled").await;
+    let door = register(&app, &gym.live_key, "door", "Door").await;
+    let grace = std::time::Duration::from_secs(3600);
+    let rolled = accounts::roll_key(&app.db, &*app.store, &Actor::Operator, gym.live_key_id, grace).await.unwrap();
+    let old = app.device("GET", &format!("/devices/{door}"), &gym.live_key, None, &[]).await;
+    assert_eq!((old.status, old.error_type()), (401, "unauthorized"));
+    assert_eq!(app.get(&gym.live_key, "/members").await.status, 200, "integrations keep the grace period");
+    assert_eq!(app.device("GET", &format!("/devices/{door}"), &rolled.new.key, None, &[]).await.status, 200);
+}
+
 #[tokio::test]
 async fn devices_are_seen_and_paths_name_the_kind_they_want() {
     let app = TestApp::spawn().await;
