@@ -161,12 +161,16 @@ pub fn redact(url: &str) -> String {
     }
 }
 
-/// Whether SQLite refused a transaction because another connection wrote first (`SQLITE_BUSY`,
-/// including the `BUSY_SNAPSHOT` of a transaction that read before it wrote): the transaction
-/// did nothing and may run again.
-pub fn is_busy(err: &sea_orm::DbErr) -> bool {
-    let text = err.to_string();
-    text.contains("database is locked") || text.contains("(code: 5)") || text.contains("(code: 517)")
+/// A transaction that reads before it writes. On SQLite it takes the write lock first (a write
+/// that changes nothing), waiting for it up to the busy timeout like any writer: its reads then see
+/// the newest data, and its writes never meet a snapshot another connection made stale
+/// (`SQLITE_BUSY_SNAPSHOT`, which no wait cures). PostgreSQL needs nothing: its writers lock rows.
+pub async fn begin_writing(db: &DatabaseConnection) -> Result<sea_orm::DatabaseTransaction, DbErr> {
+    let txn = sea_orm::TransactionTrait::begin(db).await?;
+    if txn.get_database_backend() == DbBackend::Sqlite {
+        txn.execute_unprepared("UPDATE gyms SET id = id WHERE 0").await?;
+    }
+    Ok(txn)
 }
 
 /// Adds to counting rows of `table` in one statement: each row is its key's values (in the order

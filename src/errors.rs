@@ -143,13 +143,6 @@ impl ApiError {
     }
 }
 
-impl ApiError {
-    /// Whether this is SQLite's "another connection wrote first" (see [`crate::db::is_busy`]).
-    pub fn is_busy(&self) -> bool {
-        matches!(self, Self::Internal(e) if e.downcast_ref::<sea_orm::DbErr>().is_some_and(crate::db::is_busy))
-    }
-}
-
 impl From<sea_orm::DbErr> for ApiError {
     fn from(err: sea_orm::DbErr) -> Self {
         Self::Internal(err.into())

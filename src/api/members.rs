@@ -253,24 +253,11 @@ impl MembersApi for Handlers {
 }
 
 /// PUT and PATCH alike: only the given fields change; `null` clears an optional field. The
-/// transaction reads before it writes; on SQLite a write committed by another connection in
-/// between refuses it whole, and it runs again.
+/// transaction reads before it writes, so on SQLite it takes the write lock first
+/// (`db::begin_writing`).
 async fn update(h: &Handlers, ctx: &RequestContext, id: &str, b: MemberUpdate) -> Result<Member, ApiError> {
-    let mut attempt = 0;
-    loop {
-        match update_once(h, ctx, id, b.clone()).await {
-            Err(e) if e.is_busy() && attempt < 5 => {
-                attempt += 1;
-                tokio::time::sleep(std::time::Duration::from_millis(5 << attempt)).await;
-            }
-            other => return other,
-        }
-    }
-}
-
-async fn update_once(h: &Handlers, ctx: &RequestContext, id: &str, b: MemberUpdate) -> Result<Member, ApiError> {
     let gym_id = ctx.tenant.gym_id;
-    let txn = h.db().begin().await?;
+    let txn = crate::db::begin_writing(h.db()).await?;
     let current = find(&txn, gym_id, id).await?;
     let edit = Edit {
         first_name: b.first_name,

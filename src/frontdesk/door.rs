@@ -10,13 +10,13 @@ use entity::{
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, FromQueryResult, QueryFilter, Set,
-    Statement, TransactionTrait,
+    Statement,
 };
 use uuid::Uuid;
 
 use crate::{
     attendance as entries,
-    db::{Db, placeholders},
+    db::{Db, begin_writing, placeholders},
     errors::ApiError,
     records::{new_id, now},
     webhooks::{self, EventType},
@@ -47,26 +47,13 @@ pub struct Decision {
     pub denial: Option<Denial>,
 }
 
-/// Decides at `door` (of the gym, in its time zone `tz`) and writes the decision. Runs again when
-/// SQLite refused the transaction because another connection wrote first (it did nothing then).
-/// Returns the decision and whether a webhook delivery was queued.
+/// Decides at `door` (of the gym, in its time zone `tz`) and writes the decision, in one
+/// transaction that holds the write lock from its start on SQLite (`db::begin_writing`). Returns
+/// the decision and whether a webhook delivery was queued.
 pub async fn decide(db: &Db, door: &device::Model, tz: Tz, who: &Who) -> Result<(Decision, bool), ApiError> {
-    let mut attempt = 0;
-    loop {
-        match decide_once(db, door, tz, who).await {
-            Err(e) if e.is_busy() && attempt < 5 => {
-                attempt += 1;
-                tokio::time::sleep(std::time::Duration::from_millis(5 << attempt)).await;
-            }
-            other => return other,
-        }
-    }
-}
-
-async fn decide_once(db: &Db, door: &device::Model, tz: Tz, who: &Who) -> Result<(Decision, bool), ApiError> {
     let at = now();
     let gym_id = door.gym_id;
-    let txn = db.begin().await?;
+    let txn = begin_writing(db).await?;
     let member = find_member(&txn, gym_id, who).await?;
     let denial = match &member {
         None => Some(match who {

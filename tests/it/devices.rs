@@ -167,6 +167,34 @@ async fn a_door_that_asks_again_with_its_key_gets_the_same_decision_and_writes_n
     assert_eq!(app.get(k, "/attendance").await.body["meta"]["total"], 1);
 }
 
+/// Doors deciding at once, and the member's record changed meanwhile, all answer: on SQLite each
+/// transaction takes the write lock before it reads, so none meets a snapshot gone stale.
+#[tokio::test]
+async fn doors_deciding_at_once_all_answer_and_count_every_visit() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Busy door").await;
+    let k = &gym.live_key;
+    let annex = second_facility(&app, &gym).await;
+    let ids = people(&app, &gym, annex).await;
+    let doors = [register(&app, k, "door", "A").await, register(&app, k, "door", "B").await];
+    let ada = format!("/members/{}", ids["ADA"]);
+    let asks = (0..96).map(|i| {
+        let (app, door) = (&app, &doors[i % 2]);
+        async move {
+            let path = format!("/doors/{door}/access");
+            app.device("POST", &path, k, Some(json!({"card": "CARD-ADA"})), &[]).await
+        }
+    });
+    let edits = (0..32).map(|i| app.patch(k, &ada, json!({"city": format!("City {i}")})));
+    let (decisions, edited) =
+        futures_util::future::join(futures_util::future::join_all(asks), futures_util::future::join_all(edits)).await;
+    for d in &decisions {
+        assert_eq!((d.status, d.body["decision"].as_str()), (200, Some("granted")), "{}", d.body);
+    }
+    assert!(edited.iter().all(|r| r.status == 200), "{:?}", edited.iter().map(|r| r.status).collect::<Vec<_>>());
+    assert_eq!(app.get(k, &ada).await.body["visits_count"], 96);
+}
+
 #[tokio::test]
 async fn a_ring_is_seen_opened_and_its_command_handed_to_the_door_once() {
     let app = TestApp::spawn().await;
