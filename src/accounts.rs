@@ -13,7 +13,7 @@ use entity::{
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set, TransactionTrait,
+    QuerySelect, Set,
 };
 use uuid::Uuid;
 
@@ -110,18 +110,13 @@ fn check_timezone(tz: &str) -> Result<()> {
 }
 
 /// Creates a production gym with its first facility.
-pub async fn create_gym(
-    db: &impl TransactionTrait,
-    name: &str,
-    timezone: &str,
-    api_access: bool,
-) -> Result<gym::Model> {
+pub async fn create_gym(db: &DatabaseConnection, name: &str, timezone: &str, api_access: bool) -> Result<gym::Model> {
     let name = name.trim();
     if name.is_empty() || name.len() > 200 {
         return Err(AccountError::Invalid("the gym name must have 1 to 200 characters".into()));
     }
     check_timezone(timezone)?;
-    let txn = db.begin().await?;
+    let txn = crate::db::begin_writing(db).await?;
     let gym = insert_gym(&txn, name, timezone, api_access, None).await?;
     txn.commit().await?;
     Ok(gym)
@@ -225,7 +220,7 @@ pub async fn sandbox_of(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<Optio
 /// Provisions the gym's sandbox: "<gym name> (Sandbox)", one facility, empty, following the gym's plan.
 pub async fn provision_sandbox(db: &DatabaseConnection, actor: &Actor, gym_id: Uuid) -> Result<gym::Model> {
     actor.require(Permission::SettingsManage, gym_id)?;
-    let txn = db.begin().await?;
+    let txn = crate::db::begin_writing(db).await?;
     let gym = production_gym(&txn, gym_id).await?;
     if sandbox_of(&txn, gym_id).await?.is_some() {
         return Err(AccountError::SandboxExists);
@@ -371,7 +366,7 @@ pub async fn roll_key(
     key_id: Uuid,
     grace: std::time::Duration,
 ) -> Result<Rolled> {
-    let txn = db.begin().await?;
+    let txn = crate::db::begin_writing(db).await?;
     let old = find_key(&txn, key_id).await?;
     actor.require(Permission::SettingsManage, old.gym_id)?;
     let at = now();

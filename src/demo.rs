@@ -16,7 +16,6 @@ use entity::{
 use rand::{Rng, SeedableRng, rngs::StdRng, seq::SliceRandom};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder, Set,
-    TransactionTrait,
 };
 use serde_json::json;
 use uuid::Uuid;
@@ -191,7 +190,7 @@ const CITIES: &[&str] = &["Berlin", "Hamburg", "Munich", "Cologne", "Leipzig"];
 async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(7);
     let at = now();
-    let txn = db.begin().await?;
+    let txn = crate::db::begin_writing(db).await?;
     let main_facility =
         accounts::first_facility(&txn, gym_id).await?.ok_or_else(|| anyhow::anyhow!("demo gym has no facility"))?;
     let second = facility::ActiveModel {

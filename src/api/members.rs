@@ -4,7 +4,6 @@ use entity::member;
 use poem_openapi::types::MaybeUndefined;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait, QueryFilter,
-    TransactionTrait,
     sea_query::{Expr, LikeExpr, Query, SimpleExpr},
 };
 use uuid::Uuid;
@@ -216,7 +215,7 @@ impl MembersApi for Handlers {
             access_card,
             legacy_id: None,
         };
-        let txn = self.db().begin().await?;
+        let txn = crate::db::begin_writing(self.db()).await?;
         let model = members::row(gym_id, new, now()).insert(&txn).await.map_err(members::taken)?;
         members::count(&txn, gym_id, Change::Added(vec![status])).await?;
         let member = members::record(model);

@@ -13,7 +13,7 @@ use entity::{
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    Statement, TransactionTrait, sea_query::Expr,
+    Statement, sea_query::Expr,
 };
 use uuid::Uuid;
 
@@ -166,7 +166,7 @@ pub async fn open(
     };
     let at = now();
     let command_id = new_id();
-    let txn = db.begin().await?;
+    let txn = crate::db::begin_writing(db).await?;
     if !answer(&txn, &r, RingState::Opened, Some((door.id, command_id)), at).await? {
         return Err(answered(&r, at));
     }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ActiveModelTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, Statement, TransactionTrait};
+use sea_orm::{ActiveModelTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, Statement};
 use uuid::Uuid;
 
 use super::sql::{Legacy, add_counts, insert_new, lookup, returned};
@@ -138,7 +138,7 @@ where
         if batch.dry_run {
             return Ok(Tally { received, created: count(fresh) }.result(entity, true));
         }
-        let txn = db.begin().await?;
+        let txn = crate::db::begin_writing(db).await?;
         match write(txn, plan).await {
             Ok(created) => return Ok(Tally { received, created: count(created) }.result(entity, false)),
             Err(e) if attempt + 1 < RUNS && is_unique_violation(&e) => continue,

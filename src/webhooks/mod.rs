@@ -389,9 +389,8 @@ pub async fn rotate_secret(db: &DatabaseConnection, actor: &Actor, id: Uuid) -> 
 
 /// Deletes an endpoint with its deliveries.
 pub async fn delete_endpoint(db: &DatabaseConnection, actor: &Actor, id: Uuid) -> accounts::Result<()> {
-    use sea_orm::TransactionTrait;
     let e = find_endpoint(db, actor, id).await?;
-    let txn = db.begin().await?;
+    let txn = crate::db::begin_writing(db).await?;
     webhook_delivery::Entity::delete_many()
         .filter(webhook_delivery::Column::GymId.eq(e.gym_id))
         .filter(webhook_delivery::Column::EndpointId.eq(e.id))
@@ -404,9 +403,8 @@ pub async fn delete_endpoint(db: &DatabaseConnection, actor: &Actor, id: Uuid) -
 
 /// Queues a `ping` to one endpoint; returns the delivery id.
 pub async fn ping(db: &DatabaseConnection, actor: &Actor, id: Uuid) -> accounts::Result<Uuid> {
-    use sea_orm::TransactionTrait;
     let e = find_endpoint(db, actor, id).await?;
-    let txn = db.begin().await?;
+    let txn = crate::db::begin_writing(db).await?;
     let data = json!({"message": "This is a test event from gymapi."});
     let (event_id, at) = write_event(&txn, e.gym_id, EventType::Ping, data).await?;
     let ids = queue(&txn, e.gym_id, event_id, EventType::Ping, std::iter::once(e.id), at).await?;

@@ -100,6 +100,32 @@ async fn the_key_cache_serves_a_key_until_gymapi_itself_revokes_it() {
     assert_eq!((r.status, r.body.clone()), (401, unauthorized()));
 }
 
+/// Rolling a key while its first requests are recorded (`last_used_at`, written beside the
+/// request) always succeeds: the roll reads the key inside a transaction that holds the write
+/// lock, so no other writer can make what it read stale (on SQLite this answered "database is
+/// locked" before).
+#[tokio::test]
+async fn keys_roll_while_they_are_in_use() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Busy roll").await;
+    let mut keys = Vec::new();
+    for n in 0..24 {
+        keys.push(
+            accounts::create_key(&app.db, &Actor::Operator, gym.id, Environment::Live, &format!("k{n}")).await.unwrap(),
+        );
+    }
+    for k in &keys {
+        let (used, rolled) = tokio::join!(
+            app.get(&k.key, "/members"),
+            accounts::roll_key(&app.db, &*app.store, &Actor::Operator, k.model.id, Duration::from_secs(60))
+        );
+        assert_eq!(used.status, 200);
+        if let Err(e) = rolled {
+            panic!("rolling key {} failed: {e:?}", k.model.name);
+        }
+    }
+}
+
 #[tokio::test]
 async fn rolled_key_keeps_working_until_its_grace_ends() {
     let app = TestApp::spawn().await;
