@@ -11,9 +11,34 @@ use sea_orm::{
 };
 pub use statements::StatementPool;
 
+/// Connects to `url` and applies pending migrations: the database as `gymapi serve` and the
+/// operators' commands use it. On a PostgreSQL whose tenant tables are partitioned by gym, every
+/// connection then asks for generic plans (docs/performance.md, "Generic plans on partitioned
+/// tables").
+pub async fn open(url: &str) -> anyhow::Result<DatabaseConnection> {
+    let db = connect(url).await?;
+    migrate(&db).await?;
+    if tenancy::partitions(&db).await?.is_none() {
+        return Ok(db);
+    }
+    db.close().await?;
+    connect_with(url, Plans::Generic).await
+}
+
+/// How PostgreSQL plans a prepared statement: its own choice, or always the generic plan.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Plans {
+    Chosen,
+    Generic,
+}
+
 /// Connects to `url`. An in-memory SQLite database keeps exactly one connection (each connection
 /// would otherwise see its own empty database).
 pub async fn connect(url: &str) -> anyhow::Result<DatabaseConnection> {
+    connect_with(url, Plans::Chosen).await
+}
+
+async fn connect_with(url: &str, plans: Plans) -> anyhow::Result<DatabaseConnection> {
     let mut options = ConnectOptions::new(url.to_string());
     let memory = url.contains(":memory:") || url.contains("mode=memory");
     let sqlite = url.starts_with("sqlite:");
@@ -48,6 +73,13 @@ pub async fn connect(url: &str) -> anyhow::Result<DatabaseConnection> {
                 .busy_timeout(Duration::from_secs(5))
                 .foreign_keys(true)
         });
+    }
+    if plans == Plans::Generic {
+        // A partitioned table costs each new plan about a millisecond more; PostgreSQL keeps
+        // planning anew the statements whose generic plan it misjudges as dearer (its estimate
+        // of one gym's rows is the average gym's), which the statement pool's connections then
+        // pay on every request.
+        options.map_sqlx_postgres_opts(|o| o.options([("plan_cache_mode", "force_generic_plan")]));
     }
     let db = Database::connect(options)
         .await

@@ -136,9 +136,7 @@ fn init_tracing(config: &Config, serving: bool) -> tracing_appender::non_blockin
 }
 
 async fn open(config: &Config) -> Result<DatabaseConnection, Failure> {
-    let db = db::connect(&config.database_url).await?;
-    db::migrate(&db).await?;
-    Ok(db)
+    Ok(db::open(&config.database_url).await?)
 }
 
 /// The store whose key cache a change to keys or gyms must clear: the server's Redis when

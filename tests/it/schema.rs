@@ -150,6 +150,21 @@ async fn every_key_of_a_tenant_table_leads_with_its_gym() {
     }
 }
 
+/// The database as `gymapi serve` opens it: on tenant tables partitioned by gym every connection
+/// asks PostgreSQL for generic plans, on plain ones PostgreSQL chooses (docs/performance.md).
+#[tokio::test]
+async fn partitioned_tables_are_read_with_generic_plans() {
+    let app = TestApp::spawn().await;
+    if app.db.get_database_backend() != DbBackend::Postgres {
+        return;
+    }
+    let served = gymapi::db::open(&app.database_url).await.unwrap();
+    let mode = text(&rows(&served, "SHOW plan_cache_mode").await[0], "plan_cache_mode");
+    let wanted = if partitions().is_some() { "force_generic_plan" } else { "auto" };
+    assert_eq!(mode, wanted);
+    served.close().await.unwrap();
+}
+
 /// Rows of every table but the migrations' own.
 async fn counts(db: &DatabaseConnection) -> BTreeMap<String, i64> {
     let list = match db.get_database_backend() {

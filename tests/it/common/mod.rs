@@ -193,9 +193,15 @@ impl TestApp {
         configure(&mut config);
         let db = gymapi::db::connect(&config.database_url).await.unwrap();
         gymapi::db::migrate(&db).await.unwrap();
-        if let Some(n) = partitions() {
-            gymapi::db::partition(&db, n).await.unwrap();
-        }
+        let db = match partitions() {
+            Some(n) => {
+                gymapi::db::partition(&db, n).await.unwrap();
+                db.close().await.unwrap();
+                // As `serve` opens it: on partitioned tables, with generic plans.
+                gymapi::db::open(&config.database_url).await.unwrap()
+            }
+            None => db,
+        };
         let state = AppState::new(db.clone(), config.clone()).await.unwrap();
         // As `serve` does: the webhook dispatcher runs beside the API (unless the config says not).
         state.start_background().unwrap();
