@@ -191,17 +191,14 @@ impl TestApp {
             config.redis_prefix = format!("gymapi-test:{}:", Uuid::now_v7().simple());
         }
         configure(&mut config);
-        let db = gymapi::db::connect(&config.database_url).await.unwrap();
-        gymapi::db::migrate(&db).await.unwrap();
-        let db = match partitions() {
-            Some(n) => {
-                gymapi::db::partition(&db, n).await.unwrap();
-                db.close().await.unwrap();
-                // As `serve` opens it: on partitioned tables, with generic plans.
-                gymapi::db::open(&config.database_url).await.unwrap()
-            }
-            None => db,
-        };
+        if let Some(n) = partitions() {
+            let first = gymapi::db::connect(&config.database_url).await.unwrap();
+            gymapi::db::migrate(&first).await.unwrap();
+            gymapi::db::partition(&first, n).await.unwrap();
+            first.close().await.unwrap();
+        }
+        // As `serve` opens it (on partitioned tables, with generic plans).
+        let db = gymapi::db::open(&config.database_url).await.unwrap();
         let state = AppState::new(db.clone(), config.clone()).await.unwrap();
         // As `serve` does: the webhook dispatcher runs beside the API (unless the config says not).
         state.start_background().unwrap();
