@@ -1,6 +1,7 @@
 //! Database connection and migrations (SQLite or PostgreSQL, chosen by URL).
 
 mod statements;
+mod writers;
 
 use std::{sync::Arc, time::Duration};
 
@@ -10,6 +11,7 @@ use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, DbErr, ExecResult, QueryResult, Statement,
 };
 pub use statements::StatementPool;
+pub use writers::Writing;
 
 /// Connects to `url` and applies pending migrations: the database as `gymapi serve` and the
 /// operators' commands use it. On a PostgreSQL whose tenant tables are partitioned by gym, every
@@ -193,16 +195,12 @@ pub fn redact(url: &str) -> String {
     }
 }
 
-/// A transaction that reads before it writes. On SQLite it takes the write lock first (a write
-/// that changes nothing), waiting for it up to the busy timeout like any writer: its reads then see
-/// the newest data, and its writes never meet a snapshot another connection made stale
+/// A transaction that reads before it writes. On SQLite it first waits for this process's turn to
+/// write the file (`writers`), then takes the write lock (a write that changes nothing): its reads
+/// then see the newest data, and its writes never meet a snapshot another connection made stale
 /// (`SQLITE_BUSY_SNAPSHOT`, which no wait cures). PostgreSQL needs nothing: its writers lock rows.
-pub async fn begin_writing(db: &DatabaseConnection) -> Result<sea_orm::DatabaseTransaction, DbErr> {
-    let txn = sea_orm::TransactionTrait::begin(db).await?;
-    if txn.get_database_backend() == DbBackend::Sqlite {
-        txn.execute_unprepared("UPDATE gyms SET id = id WHERE 0").await?;
-    }
-    Ok(txn)
+pub async fn begin_writing(db: &DatabaseConnection) -> Result<Writing, DbErr> {
+    writers::begin(db).await
 }
 
 /// Adds to counting rows of `table` in one statement: each row is its key's values (in the order

@@ -84,7 +84,7 @@ pub async fn attendance(
         }
         planned(errors, models, at)
     };
-    let write = |txn: sea_orm::DatabaseTransaction, (models, at): (Vec<attendance::ActiveModel>, DateTime<Utc>)| async move {
+    let write = |txn: crate::db::Writing, (models, at): (Vec<attendance::ActiveModel>, DateTime<Utc>)| async move {
         use attendance::Column as C;
         let returning = [C::MemberId, C::Kind, C::Status, C::OccurredAt];
         let created = insert_new(&txn, models, [C::GymId, C::Kind, C::LegacyId], returning).await?;

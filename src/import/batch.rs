@@ -129,7 +129,7 @@ pub(super) async fn run<P, V, W, FV, FW>(
 where
     V: Fn() -> FV,
     FV: Future<Output = Result<(P, usize), ApiError>>,
-    W: Fn(sea_orm::DatabaseTransaction, P) -> FW,
+    W: Fn(crate::db::Writing, P) -> FW,
     FW: Future<Output = Result<usize, DbErr>>,
 {
     let (received, entity) = (count(batch.received), batch.entity);
@@ -156,7 +156,7 @@ where
 
 /// Ends a batch's transaction: counters of `GET /import/status`, then commit.
 pub(super) async fn finish(
-    txn: sea_orm::DatabaseTransaction,
+    txn: crate::db::Writing,
     batch: Batch,
     created: usize,
     at: DateTime<Utc>,
@@ -173,7 +173,7 @@ pub(super) async fn finish(
 /// The common write of a batch of one table: its new rows (one statement), its list's counters
 /// by the value of `label`, then [`finish`]. Returns how many rows it created.
 pub(super) async fn write_counted<A>(
-    txn: sea_orm::DatabaseTransaction,
+    txn: crate::db::Writing,
     batch: Batch,
     models: Vec<A>,
     conflict: impl IntoIterator<Item = <A::Entity as EntityTrait>::Column>,

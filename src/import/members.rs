@@ -90,7 +90,7 @@ pub async fn members(
         let models = fresh.iter().map(|(_, r)| members::row(gym_id, new_member(r, facility_id), at)).collect();
         planned(FieldErrors::new(), models, at)
     };
-    let write = |txn: sea_orm::DatabaseTransaction, (models, at): (Vec<member::ActiveModel>, DateTime<Utc>)| async move {
+    let write = |txn: crate::db::Writing, (models, at): (Vec<member::ActiveModel>, DateTime<Utc>)| async move {
         use member::Column as C;
         let created = insert_new(&txn, models, [C::GymId, C::LegacyId], [C::Status]).await?;
         let statuses = returned::<MemberStatus>(&created, "status")?;

@@ -66,8 +66,7 @@ pub async fn memberships(
         }
         planned(errors, models, at)
     };
-    let write = |txn: sea_orm::DatabaseTransaction,
-                 (models, at): (Vec<member_membership::ActiveModel>, DateTime<Utc>)| async move {
+    let write = |txn: crate::db::Writing, (models, at): (Vec<member_membership::ActiveModel>, DateTime<Utc>)| async move {
         use member_membership::Column as C;
         let created = insert_new(&txn, models, [C::GymId, C::LegacyId], [C::Id]).await?;
         if !created.is_empty() {

@@ -44,7 +44,7 @@ pub async fn plans(
         let fresh = memberships.len() + subscriptions.len();
         Ok(((memberships, subscriptions, at), fresh))
     };
-    let write = |txn: sea_orm::DatabaseTransaction, (memberships, subscriptions, at): Plans| async move {
+    let write = |txn: crate::db::Writing, (memberships, subscriptions, at): Plans| async move {
         use membership_plan::Column as M;
         use subscription_plan::Column as S;
         let m = insert_new(&txn, memberships, [M::GymId, M::LegacyId], [M::Status]).await?;

@@ -1,0 +1,101 @@
+//! Transactions that write, and on SQLite the queue in which they take turns.
+//!
+//! SQLite lets one connection write a file at a time. A connection that finds the write lock taken
+//! sleeps in SQLite's busy handler for 1, 2, 5, 10, 15, 20, 25 ms and more between tries, and one
+//! that keeps losing to newcomers waits tens of milliseconds while the lock is free most of the
+//! time. Here the writing transactions of this process wait instead in one first-come first-served
+//! queue per file, and take the lock only when their turn comes, which it then nearly always is
+//! free for. A writer of another process (an operator's command) still meets the busy handler.
+
+use std::{
+    collections::HashMap,
+    path::PathBuf,
+    sync::{Arc, LazyLock, Mutex},
+};
+
+use sea_orm::{
+    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, ExecResult, QueryResult, Statement,
+    TransactionTrait,
+};
+use tokio::sync::OwnedMutexGuard;
+
+/// A write that changes nothing, prepared once per connection, on a column no foreign key refers
+/// to (SQLite compiles a check of every referring table into an update of a referred-to key).
+const TAKE_THE_LOCK: &str = "UPDATE gym_counters SET value = value WHERE 0";
+
+/// The queue of each SQLite file this process writes: one entry per file it opens (a server opens
+/// one).
+static QUEUES: LazyLock<Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>> = LazyLock::new(Default::default);
+
+/// A transaction begun by [`begin_writing`](super::begin_writing). On SQLite it holds this
+/// process's turn to write the file until it is committed, rolled back or dropped.
+pub struct Writing {
+    // Declared first, so dropped first: the transaction ends before the turn passes on.
+    txn: DatabaseTransaction,
+    _turn: Option<OwnedMutexGuard<()>>,
+}
+
+/// Begins a transaction that reads before it writes (see [`super::begin_writing`]).
+pub async fn begin(db: &DatabaseConnection) -> Result<Writing, DbErr> {
+    let turn = match db.get_database_backend() {
+        DbBackend::Sqlite => Some(queue(db).lock_owned().await),
+        _ => None,
+    };
+    let txn = db.begin().await?;
+    if txn.get_database_backend() == DbBackend::Sqlite {
+        txn.execute(Statement::from_string(DbBackend::Sqlite, TAKE_THE_LOCK)).await?;
+    }
+    Ok(Writing { txn, _turn: turn })
+}
+
+fn queue(db: &DatabaseConnection) -> Arc<tokio::sync::Mutex<()>> {
+    let file = db.get_sqlite_connection_pool().connect_options().get_filename().to_path_buf();
+    // A panic elsewhere while the map was held leaves it as consistent as before: keep using it.
+    let mut queues = QUEUES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    queues.entry(file).or_default().clone()
+}
+
+impl Writing {
+    pub async fn commit(self) -> Result<(), DbErr> {
+        self.txn.commit().await
+    }
+
+    pub async fn rollback(self) -> Result<(), DbErr> {
+        self.txn.rollback().await
+    }
+}
+
+impl std::ops::Deref for Writing {
+    type Target = DatabaseTransaction;
+
+    fn deref(&self) -> &DatabaseTransaction {
+        &self.txn
+    }
+}
+
+#[async_trait::async_trait]
+impl ConnectionTrait for Writing {
+    fn get_database_backend(&self) -> DbBackend {
+        self.txn.get_database_backend()
+    }
+
+    async fn execute(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
+        self.txn.execute(stmt).await
+    }
+
+    async fn execute_unprepared(&self, sql: &str) -> Result<ExecResult, DbErr> {
+        self.txn.execute_unprepared(sql).await
+    }
+
+    async fn query_one(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
+        self.txn.query_one(stmt).await
+    }
+
+    async fn query_all(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
+        self.txn.query_all(stmt).await
+    }
+
+    fn support_returning(&self) -> bool {
+        self.txn.support_returning()
+    }
+}
