@@ -27,8 +27,9 @@ pub(super) fn request_fingerprint(method: &str, path: &str, query: Option<&str>,
     hex::encode(h.finalize())
 }
 
-/// Runs a keyed write at most once: the first completed response (below 500) is kept for the
-/// idempotency window and sent again, byte for byte, to every repeat, with `Idempotency-Replayed`.
+/// Runs a keyed write at most once: the first completed response is kept for the idempotency
+/// window and sent again, byte for byte, to every repeat, with `Idempotency-Replayed`. A 422 (a
+/// refused request, which wrote nothing) and a 5xx are not kept: the key is free again.
 pub(super) async fn idempotent<E: Endpoint>(
     next: Arc<E>,
     req: Request,
@@ -63,9 +64,9 @@ pub(super) async fn idempotent<E: Endpoint>(
                 Err(e) => to_json_error(e),
             };
             let status = response.status();
-            if status.is_server_error() {
+            if status.is_server_error() || status == StatusCode::UNPROCESSABLE_ENTITY {
                 if let Err(e) = store.idempotency_abort(scope).await {
-                    tracing::warn!(error = %e, "could not free an idempotency key after a server error");
+                    tracing::warn!(error = %e, "could not free an idempotency key after a refusal or a server error");
                 }
                 return response;
             }

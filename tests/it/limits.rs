@@ -289,6 +289,32 @@ async fn failed_validation_is_not_kept_so_a_corrected_retry_runs() {
     assert_eq!(good.status, 201);
 }
 
+/// A 422 the handler raises (here an email another member has) wrote nothing, so it is not kept
+/// either: the corrected request runs under the same key, and from then on replays.
+#[tokio::test]
+async fn a_refusal_by_the_handler_is_not_kept_so_a_corrected_retry_runs() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Taken").await;
+    let taken = json!({"first_name": "First", "last_name": "Holder", "email": "taken@example.com"});
+    assert_eq!(app.post(&gym.live_key, "/members", taken).await.status, 201);
+    let key = [("Idempotency-Key", "taken-then-fixed")];
+    let send = |email: &str| {
+        let body = json!({"first_name": "Second", "last_name": "Try", "email": email});
+        app.request("POST", "/members", Some(&gym.live_key), Some(body), &key)
+    };
+    let refused = send("taken@example.com").await;
+    assert_eq!(refused.status, 422);
+    assert!(refused.body["errors"]["email"].is_array(), "{:?}", refused.body);
+    let fixed = send("free@example.com").await;
+    assert_eq!(fixed.status, 201, "{:?}", fixed.body);
+    assert!(fixed.header("idempotency-replayed").is_none());
+    let again = send("free@example.com").await;
+    assert_eq!(again.status, 201);
+    assert_eq!(again.header("idempotency-replayed"), Some("true"));
+    assert_eq!(again.body["id"], fixed.body["id"]);
+    assert_eq!(app.get(&gym.live_key, "/members").await.body["meta"]["total"], 2);
+}
+
 /// A TCP proxy in front of Redis that the test can cut: `Forward`, or `Blackhole` (connections are
 /// accepted and never answered, like a hung Redis).
 struct RedisProxy {
