@@ -37,31 +37,30 @@ pub struct Writing {
 
 /// Begins a transaction that reads before it writes (see [`super::begin_writing`]).
 pub async fn begin(db: &DatabaseConnection) -> Result<Writing, DbErr> {
-    let turn = match db.get_database_backend() {
-        DbBackend::Sqlite => Some(queue(db).lock_owned().await),
-        _ => None,
-    };
-    let txn = db.begin().await?;
-    if txn.get_database_backend() == DbBackend::Sqlite {
-        txn.execute(Statement::from_string(DbBackend::Sqlite, TAKE_THE_LOCK)).await?;
+    if db.get_database_backend() != DbBackend::Sqlite {
+        return Ok(Writing { txn: db.begin().await?, _turn: None });
     }
-    Ok(Writing { txn, _turn: turn })
+    let turn = queue(db).lock_owned().await;
+    let txn = db.begin().await?;
+    txn.execute(Statement::from_string(DbBackend::Sqlite, TAKE_THE_LOCK)).await?;
+    Ok(Writing { txn, _turn: Some(turn) })
 }
 
 fn queue(db: &DatabaseConnection) -> Arc<tokio::sync::Mutex<()>> {
-    let file = db.get_sqlite_connection_pool().connect_options().get_filename().to_path_buf();
+    let options = db.get_sqlite_connection_pool().connect_options();
+    let file = options.get_filename();
     // A panic elsewhere while the map was held leaves it as consistent as before: keep using it.
     let mut queues = QUEUES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    queues.entry(file).or_default().clone()
+    if let Some(queue) = queues.get(file) {
+        return queue.clone();
+    }
+    queues.entry(file.to_path_buf()).or_default().clone()
 }
 
 impl Writing {
+    /// Commits; a `Writing` dropped instead rolls back.
     pub async fn commit(self) -> Result<(), DbErr> {
         self.txn.commit().await
-    }
-
-    pub async fn rollback(self) -> Result<(), DbErr> {
-        self.txn.rollback().await
     }
 }
 
