@@ -8,7 +8,7 @@ use entity::{
     attendance,
     states::{AttendanceKind, AttendanceStatus},
 };
-use sea_orm::{ConnectionTrait, DbErr, Statement};
+use sea_orm::{ConnectionTrait, DbBackend, DbErr, Statement};
 use uuid::Uuid;
 
 use crate::{
@@ -56,9 +56,29 @@ pub async fn count(db: &impl ConnectionTrait, gym_id: Uuid, statuses: &[Attendan
     counters::add_many(db, gym_id, &deltas).await
 }
 
+/// Locks the rows of these members of a gym for the rest of the transaction, in the order of
+/// their ids (PostgreSQL; SQLite's writer holds the whole file already). Every writer that changes
+/// several members' rows takes them this way before anything else it locks (the gym's counters
+/// come last): two writers then wait for each other in one order, and never both for each other.
+pub async fn lock_members(db: &impl ConnectionTrait, gym_id: Uuid, ids: &[Uuid]) -> Result<(), DbErr> {
+    let backend = db.get_database_backend();
+    if backend != DbBackend::Postgres || ids.is_empty() {
+        return Ok(());
+    }
+    let list = vec!["?"; ids.len()].join(", ");
+    let sql = placeholders(
+        backend,
+        &format!("SELECT id FROM members WHERE gym_id = ? AND id IN ({list}) ORDER BY id FOR NO KEY UPDATE"),
+    );
+    let values = std::iter::once(gym_id.into()).chain(ids.iter().map(|id| (*id).into()));
+    db.query_all(Statement::from_sql_and_values(backend, sql, values)).await?;
+    Ok(())
+}
+
 /// Adds visits to members: per member, how many and the latest time, in one statement that adds
 /// to the stored figures (so concurrent writers add up). `updated_at` moves with them, so
-/// `updated_since` sees the change.
+/// `updated_since` sees the change. The members' rows must have been locked first
+/// ([`lock_members`]) where the transaction changes more than one.
 pub async fn add_visits(
     db: &impl ConnectionTrait,
     gym_id: Uuid,

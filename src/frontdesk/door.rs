@@ -83,21 +83,23 @@ pub async fn decide(db: &Db, door: &device::Model, tz: Tz, who: &Who) -> Result<
     }
     .insert(&txn)
     .await?;
-    entries::count(&txn, gym_id, &[status]).await?;
     if let (Some(m), true) = (&member, entries::is_visit(kind, status)) {
         entries::add_visits(&txn, gym_id, &[(m.id, 1, at)], at).await?;
     }
     let data = poem_openapi::types::ToJSON::to_json(&entries::record(entry.clone())).unwrap_or_default();
     let queued = webhooks::emit(&txn, gym_id, EventType::AttendanceCreated, data).await?;
+    // Last: every door and import of the gym adds to these rows, which stay locked until the commit.
+    entries::count(&txn, gym_id, &[status]).await?;
     txn.commit().await?;
     Ok((Decision { entry, denial }, queued))
 }
 
 /// The member at the door, locked for the rest of the transaction on PostgreSQL (two doors at
-/// once must not both let in the last visit of a limited plan).
+/// once must not both let in the last visit of a limited plan). `FOR NO KEY UPDATE`, as
+/// `attendance::lock_members` takes members: rows elsewhere that refer to the member are not held up.
 async fn find_member(db: &impl ConnectionTrait, gym_id: Uuid, who: &Who) -> Result<Option<member::Model>, ApiError> {
     let backend = db.get_database_backend();
-    let lock = if backend == DbBackend::Postgres { " FOR UPDATE" } else { "" };
+    let lock = if backend == DbBackend::Postgres { " FOR NO KEY UPDATE" } else { "" };
     let (column, value): (&str, sea_orm::Value) = match who {
         Who::Member(id) => ("id", (*id).into()),
         Who::Card(card) => ("access_card", card.as_str().into()),

@@ -87,9 +87,14 @@ pub async fn attendance(
     let write = |txn: crate::db::Writing, (models, at): (Vec<attendance::ActiveModel>, DateTime<Utc>)| async move {
         use attendance::Column as C;
         let returning = [C::MemberId, C::Kind, C::Status, C::OccurredAt];
+        // The members first, in the order of their ids, the counters last (see `lock_members`).
+        let mut members: Vec<Uuid> = models.iter().filter_map(|m| m.member_id.clone().take().flatten()).collect();
+        members.sort_unstable();
+        members.dedup();
+        crate::attendance::lock_members(&txn, gym_id, &members).await?;
         let created = insert_new(&txn, models, [C::GymId, C::Kind, C::LegacyId], returning).await?;
-        crate::attendance::count(&txn, gym_id, &returned::<AttendanceStatus>(&created, "status")?).await?;
         crate::attendance::add_visits(&txn, gym_id, &visits(&created)?, at).await?;
+        crate::attendance::count(&txn, gym_id, &returned::<AttendanceStatus>(&created, "status")?).await?;
         finish(txn, batch, created.len(), at).await
     };
     run(db, batch, validate, write).await
@@ -108,5 +113,7 @@ fn visits(created: &[sea_orm::QueryResult]) -> Result<Vec<(Uuid, i64, DateTime<U
         v.0 += 1;
         v.1 = v.1.max(occurred_at);
     }
-    Ok(visits.into_iter().map(|(id, (n, latest))| (id, n, latest)).collect())
+    let mut visits: Vec<_> = visits.into_iter().map(|(id, (n, latest))| (id, n, latest)).collect();
+    visits.sort_unstable_by_key(|v| v.0);
+    Ok(visits)
 }
