@@ -42,8 +42,16 @@ pub fn is_visit(kind: AttendanceKind, status: AttendanceStatus) -> bool {
 /// Adds entries of these statuses to the gym's attendance counters (and bumps the attendance
 /// version, which the statistics' check-ins of the day follow), in the writing transaction `db`.
 pub async fn count(db: &impl ConnectionTrait, gym_id: Uuid, statuses: &[AttendanceStatus]) -> Result<(), DbErr> {
+    if let Some(statement) = count_statement(db.get_database_backend(), gym_id, statuses) {
+        db.execute(statement).await?;
+    }
+    Ok(())
+}
+
+/// The statement of [`count`], for a [`crate::db::Writes`].
+pub fn count_statement(backend: DbBackend, gym_id: Uuid, statuses: &[AttendanceStatus]) -> Option<Statement> {
     if statuses.is_empty() {
-        return Ok(());
+        return None;
     }
     let mut deltas = vec![(ATTENDANCE_ROWS.name(None), i64::try_from(statuses.len()).unwrap_or(i64::MAX))];
     for status in [AttendanceStatus::Granted, AttendanceStatus::Denied] {
@@ -53,7 +61,7 @@ pub async fn count(db: &impl ConnectionTrait, gym_id: Uuid, statuses: &[Attendan
         }
     }
     deltas.extend(ATTENDANCE_ROWS.written());
-    counters::add_many(db, gym_id, &deltas).await
+    counters::add_many_statement(backend, gym_id, &deltas)
 }
 
 /// Locks the rows of these members of a gym for the rest of the transaction, in the order of
@@ -85,10 +93,22 @@ pub async fn add_visits(
     visits: &[(Uuid, i64, DateTime<Utc>)],
     at: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    if visits.is_empty() {
-        return Ok(());
+    if let Some(statement) = visits_statement(db.get_database_backend(), gym_id, visits, at) {
+        db.execute(statement).await?;
     }
-    let backend = db.get_database_backend();
+    Ok(())
+}
+
+/// The statement of [`add_visits`], for a [`crate::db::Writes`]; `None` without visits.
+pub fn visits_statement(
+    backend: DbBackend,
+    gym_id: Uuid,
+    visits: &[(Uuid, i64, DateTime<Utc>)],
+    at: DateTime<Utc>,
+) -> Option<Statement> {
+    if visits.is_empty() {
+        return None;
+    }
     // In the order of the text: `updated_at`, the rows, the gym.
     let mut values: Vec<sea_orm::Value> = vec![at.into()];
     let mut rows = Vec::with_capacity(visits.len());
@@ -107,6 +127,5 @@ pub async fn add_visits(
         ),
     );
     values.push(gym_id.into());
-    db.execute(Statement::from_sql_and_values(backend, sql, values)).await?;
-    Ok(())
+    Some(Statement::from_sql_and_values(backend, sql, values))
 }

@@ -1,5 +1,6 @@
 //! Database connection and migrations (SQLite or PostgreSQL, chosen by URL).
 
+mod batch;
 mod statements;
 mod writers;
 
@@ -10,6 +11,7 @@ use migration::{Migrator, MigratorTrait, tenancy};
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, DbErr, ExecResult, QueryResult, Statement,
 };
+pub use batch::Writes;
 pub use statements::StatementPool;
 pub use writers::Writing;
 
@@ -213,6 +215,20 @@ pub async fn add_up(
     column: &str,
     rows: impl IntoIterator<Item = (Vec<sea_orm::Value>, i64)>,
 ) -> Result<(), DbErr> {
+    if let Some(statement) = add_up_statement(db.get_database_backend(), table, keys, column, rows) {
+        db.execute(statement).await?;
+    }
+    Ok(())
+}
+
+/// The statement of [`add_up`], for a [`Writes`]; `None` when there is nothing to add.
+pub fn add_up_statement(
+    backend: DbBackend,
+    table: &str,
+    keys: &[&str],
+    column: &str,
+    rows: impl IntoIterator<Item = (Vec<sea_orm::Value>, i64)>,
+) -> Option<Statement> {
     let mut values: Vec<sea_orm::Value> = Vec::new();
     let mut tuples = Vec::new();
     let tuple = format!("({}?)", "?, ".repeat(keys.len()));
@@ -222,9 +238,8 @@ pub async fn add_up(
         tuples.push(tuple.as_str());
     }
     if tuples.is_empty() {
-        return Ok(());
+        return None;
     }
-    let backend = db.get_database_backend();
     let keys = keys.join(", ");
     let sql = placeholders(
         backend,
@@ -234,8 +249,7 @@ pub async fn add_up(
             tuples.join(", ")
         ),
     );
-    db.execute(Statement::from_sql_and_values(backend, sql, values)).await?;
-    Ok(())
+    Some(Statement::from_sql_and_values(backend, sql, values))
 }
 
 /// Whether a statement broke a unique index or constraint.

@@ -23,10 +23,10 @@
 
 use chrono::{DateTime, Utc};
 use rand::Rng;
-use sea_orm::{ConnectionTrait, DbErr, FromQueryResult, Statement, Value};
+use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, Statement, Value};
 use uuid::Uuid;
 
-use crate::db::{add_up, placeholders};
+use crate::db::{add_up_statement, placeholders};
 
 pub mod search_totals;
 pub mod statistics;
@@ -38,14 +38,22 @@ pub const SHARDS: i16 = 16;
 /// shard picked at random, creating the rows that do not exist. The rows are written in the order
 /// of their names, so two writers that meet on a shard lock its rows in the same order.
 pub async fn add_many(db: &impl ConnectionTrait, gym_id: Uuid, deltas: &[(String, i64)]) -> Result<(), DbErr> {
+    if let Some(statement) = add_many_statement(db.get_database_backend(), gym_id, deltas) {
+        db.execute(statement).await?;
+    }
+    Ok(())
+}
+
+/// The statement of [`add_many`], for a [`crate::db::Writes`]; `None` when every delta is 0.
+pub fn add_many_statement(backend: DbBackend, gym_id: Uuid, deltas: &[(String, i64)]) -> Option<Statement> {
     let mut deltas: Vec<&(String, i64)> = deltas.iter().filter(|(_, d)| *d != 0).collect();
     if deltas.is_empty() {
-        return Ok(());
+        return None;
     }
     deltas.sort_by(|a, b| a.0.cmp(&b.0));
     let shard = rand::thread_rng().gen_range(0..SHARDS);
     let rows = deltas.iter().map(|(name, delta)| (vec![gym_id.into(), name.as_str().into(), shard.into()], *delta));
-    add_up(db, "gym_counters", &["gym_id", "name", "shard"], "value", rows).await
+    add_up_statement(backend, "gym_counters", &["gym_id", "name", "shard"], "value", rows)
 }
 
 /// A counter's value as a scalar SQL expression: the sum of its shards (`?`: the gym, the name).

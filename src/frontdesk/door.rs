@@ -9,14 +9,13 @@ use entity::{
     states::{AttendanceKind, AttendanceStatus, MemberStatus},
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, FromQueryResult, QueryFilter, Set,
-    Statement,
+    ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, FromQueryResult, QueryFilter, QueryTrait, Statement,
 };
 use uuid::Uuid;
 
 use crate::{
     attendance as entries,
-    db::{Db, begin_writing, placeholders},
+    db::{Db, Writes, begin_writing, placeholders},
     errors::ApiError,
     records::{new_id, now},
     webhooks::{self, EventType},
@@ -48,13 +47,16 @@ pub struct Decision {
 }
 
 /// Decides at `door` (of the gym, in its time zone `tz`) and writes the decision, in one
-/// transaction that holds the write lock from its start on SQLite (`db::begin_writing`). Returns
-/// the decision and whether a webhook delivery was queued.
+/// transaction that holds the write lock from its start on SQLite (`db::begin_writing`): one
+/// statement reads the member with their running memberships (and locks the member), the gym's
+/// webhook endpoints are read, and the writes go together (`db::Writes`, one round trip on
+/// PostgreSQL). Returns the decision and whether a webhook delivery was queued.
 pub async fn decide(db: &Db, door: &device::Model, tz: Tz, who: &Who) -> Result<(Decision, bool), ApiError> {
     let at = now();
     let gym_id = door.gym_id;
+    let today = at.with_timezone(&tz).date_naive();
     let txn = begin_writing(db).await?;
-    let member = find_member(&txn, gym_id, who).await?;
+    let (member, running) = find_member(&txn, gym_id, who, today).await?;
     let denial = match &member {
         None => Some(match who {
             Who::Card(_) => Denial::UnknownCard,
@@ -62,57 +64,83 @@ pub async fn decide(db: &Db, door: &device::Model, tz: Tz, who: &Who) -> Result<
         }),
         Some(m) if m.status == MemberStatus::Inactive => Some(Denial::MemberInactive),
         Some(m) if m.facility_id != door.facility_id => Some(Denial::WrongFacility),
-        Some(m) => membership_denial(&txn, gym_id, m.id, tz, at).await?,
+        Some(m) => membership_denial(&txn, gym_id, m.id, &running, tz, at).await?,
     };
     let (kind, status) = match denial {
         None => (AttendanceKind::CheckIn, AttendanceStatus::Granted),
         Some(_) => (AttendanceKind::Access, AttendanceStatus::Denied),
     };
-    let entry = attendance::ActiveModel {
-        gym_id: Set(gym_id),
-        id: Set(new_id()),
-        facility_id: Set(door.facility_id),
-        member_id: Set(member.as_ref().map(|m| m.id)),
-        kind: Set(kind),
-        status: Set(status),
-        occurred_at: Set(at),
-        legacy_id: Set(None),
-        created_at: Set(at),
-        updated_at: Set(at),
-        device_id: Set(Some(door.id)),
-    }
-    .insert(&txn)
-    .await?;
+    let entry = attendance::Model {
+        gym_id,
+        id: new_id(),
+        facility_id: door.facility_id,
+        member_id: member.as_ref().map(|m| m.id),
+        kind,
+        status,
+        occurred_at: at,
+        legacy_id: None,
+        created_at: at,
+        updated_at: at,
+        device_id: Some(door.id),
+    };
+    let backend = txn.get_database_backend();
+    let mut writes = Writes::new();
+    writes.push(attendance::Entity::insert(attendance::ActiveModel::from(entry.clone())).build(backend));
     if let (Some(m), true) = (&member, entries::is_visit(kind, status)) {
-        entries::add_visits(&txn, gym_id, &[(m.id, 1, at)], at).await?;
+        writes.extend(entries::visits_statement(backend, gym_id, &[(m.id, 1, at)], at));
     }
     let data = poem_openapi::types::ToJSON::to_json(&entries::record(entry.clone())).unwrap_or_default();
-    let queued = webhooks::emit(&txn, gym_id, EventType::AttendanceCreated, data).await?;
+    let queued = webhooks::emit_with(&txn, &mut writes, gym_id, EventType::AttendanceCreated, data).await?;
     // Last: every door and import of the gym adds to these rows, which stay locked until the commit.
-    entries::count(&txn, gym_id, &[status]).await?;
+    writes.extend(entries::count_statement(backend, gym_id, &[status]));
+    writes.run(&txn).await?;
     txn.commit().await?;
     Ok((Decision { entry, denial }, queued))
 }
 
-/// The member at the door, locked for the rest of the transaction on PostgreSQL (two doors at
-/// once must not both let in the last visit of a limited plan). `FOR NO KEY UPDATE`, as
-/// `attendance::lock_members` takes members: rows elsewhere that refer to the member are not held up.
-async fn find_member(db: &impl ConnectionTrait, gym_id: Uuid, who: &Who) -> Result<Option<member::Model>, ApiError> {
+/// The member at the door and their memberships running `today`, in one statement. The member is
+/// locked for the rest of the transaction on PostgreSQL (two doors at once must not both let in
+/// the last visit of a limited plan), `FOR NO KEY UPDATE` as `attendance::lock_members` takes
+/// members: rows elsewhere that refer to the member are not held up.
+async fn find_member(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    who: &Who,
+    today: NaiveDate,
+) -> Result<(Option<member::Model>, Vec<Running>), ApiError> {
     let backend = db.get_database_backend();
-    let lock = if backend == DbBackend::Postgres { " FOR NO KEY UPDATE" } else { "" };
+    let lock = if backend == DbBackend::Postgres { " FOR NO KEY UPDATE OF m" } else { "" };
     let (column, value): (&str, sea_orm::Value) = match who {
         Who::Member(id) => ("id", (*id).into()),
         Who::Card(card) => ("access_card", card.as_str().into()),
     };
-    let sql = placeholders(backend, &format!("SELECT * FROM members WHERE gym_id = ? AND {column} = ? LIMIT 1{lock}"));
-    let found = member::Model::find_by_statement(Statement::from_sql_and_values(backend, sql, [gym_id.into(), value]))
-        .one(db)
-        .await?;
-    Ok(found)
+    let sql = placeholders(
+        backend,
+        &format!(
+            "SELECT m.*, mm.starts_on AS running_starts_on, mm.ends_on AS running_ends_on, \
+             p.visit_limit AS running_visit_limit FROM members m \
+             LEFT JOIN member_memberships mm ON mm.gym_id = m.gym_id AND mm.member_id = m.id \
+             AND mm.starts_on <= ? AND (mm.ends_on IS NULL OR mm.ends_on >= ?) \
+             LEFT JOIN membership_plans p ON p.gym_id = mm.gym_id AND p.id = mm.membership_plan_id \
+             WHERE m.gym_id = ? AND m.{column} = ?{lock}"
+        ),
+    );
+    let values = [today.into(), today.into(), gym_id.into(), value];
+    let rows = db.query_all(Statement::from_sql_and_values(backend, sql, values)).await?;
+    let Some(first) = rows.first() else { return Ok((None, Vec::new())) };
+    let member = member::Model::from_query_result(first, "")?;
+    let mut running = Vec::with_capacity(rows.len());
+    for row in &rows {
+        if let Some(starts_on) = row.try_get::<Option<NaiveDate>>("", "running_starts_on")? {
+            let ends_on = row.try_get("", "running_ends_on")?;
+            running.push(Running { starts_on, ends_on, visit_limit: row.try_get("", "running_visit_limit")? });
+        }
+    }
+    Ok((Some(member), running))
 }
 
 /// One running membership of a member, with its plan's visit limit.
-#[derive(Debug, FromQueryResult)]
+#[derive(Debug)]
 struct Running {
     starts_on: NaiveDate,
     ends_on: Option<NaiveDate>,
@@ -124,29 +152,21 @@ fn midnight(tz: Tz, day: NaiveDate) -> Option<DateTime<Utc>> {
     day.and_hms_opt(0, 0, 0).and_then(|m| tz.from_local_datetime(&m).earliest()).map(|t| t.with_timezone(&Utc))
 }
 
-/// `None` when a membership whose period includes today lets the member in: one of a plan without
-/// a visit limit, or one whose granted check-ins within its period are below the limit.
+/// `None` when a membership whose period includes today (`running`) lets the member in: one of a
+/// plan without a visit limit, or one whose granted check-ins within its period are below the
+/// limit (counted now, after the member's lock).
 async fn membership_denial(
     db: &impl ConnectionTrait,
     gym_id: Uuid,
     member_id: Uuid,
+    running: &[Running],
     tz: Tz,
     at: DateTime<Utc>,
 ) -> Result<Option<Denial>, ApiError> {
-    let today = at.with_timezone(&tz).date_naive();
-    let backend = db.get_database_backend();
-    let sql = placeholders(
-        backend,
-        "SELECT mm.starts_on, mm.ends_on, p.visit_limit FROM member_memberships mm \
-         LEFT JOIN membership_plans p ON p.gym_id = mm.gym_id AND p.id = mm.membership_plan_id \
-         WHERE mm.gym_id = ? AND mm.member_id = ? AND mm.starts_on <= ? AND (mm.ends_on IS NULL OR mm.ends_on >= ?)",
-    );
-    let values = [gym_id.into(), member_id.into(), today.into(), today.into()];
-    let running = Running::find_by_statement(Statement::from_sql_and_values(backend, sql, values)).all(db).await?;
     if running.is_empty() {
         return Ok(Some(Denial::NoActiveMembership));
     }
-    for r in &running {
+    for r in running {
         let Some(limit) = r.visit_limit else { return Ok(None) };
         let start = midnight(tz, r.starts_on).unwrap_or(at);
         let end = r.ends_on.and_then(|d| d.succ_opt()).and_then(|d| midnight(tz, d));

@@ -15,8 +15,8 @@ use entity::{states::DeliveryStatus, webhook_delivery, webhook_endpoint, webhook
 use hmac::{Hmac, Mac};
 use rand::RngCore;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder,
-    Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, QueryFilter,
+    QueryOrder, QueryTrait, Set,
 };
 use serde_json::{Value, json};
 use sha2::Sha256;
@@ -24,6 +24,7 @@ use uuid::Uuid;
 
 use crate::{
     accounts::{self, AccountError, Actor, Permission},
+    db::Writes,
     records::{new_id, now, rfc3339},
 };
 
@@ -65,6 +66,21 @@ impl EventType {
 /// type, on `db`, which is the transaction of the change the event reports. Returns whether any
 /// delivery was queued (the caller may wake the dispatcher after its commit).
 pub async fn emit(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType, data: Value) -> Result<bool, DbErr> {
+    let mut writes = Writes::new();
+    let queued = emit_with(db, &mut writes, gym_id, event, data).await?;
+    writes.run(db).await?;
+    Ok(queued)
+}
+
+/// [`emit`], its writes added to `writes` (which the caller runs in its transaction `db`): reads
+/// the gym's endpoints now, writes with the rest.
+pub async fn emit_with(
+    db: &impl ConnectionTrait,
+    writes: &mut Writes,
+    gym_id: Uuid,
+    event: EventType,
+    data: Value,
+) -> Result<bool, DbErr> {
     let endpoints = webhook_endpoint::Entity::find()
         .filter(webhook_endpoint::Column::GymId.eq(gym_id))
         .filter(webhook_endpoint::Column::Enabled.eq(true))
@@ -75,18 +91,20 @@ pub async fn emit(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType, dat
         // Nobody listens: nothing to keep (the event would never be sent or shown).
         return Ok(false);
     }
-    let (id, at) = write_event(db, gym_id, event, data).await?;
-    queue(db, gym_id, id, event, targets.into_iter(), at).await?;
+    let backend = db.get_database_backend();
+    let (id, at) = write_event(writes, backend, gym_id, event, data);
+    queue(writes, backend, (gym_id, id, event), targets.into_iter(), at);
     Ok(true)
 }
 
-/// Writes the event envelope; returns its id and time.
-async fn write_event(
-    db: &impl ConnectionTrait,
+/// Adds the event envelope to `writes`; returns its id and time.
+fn write_event(
+    writes: &mut Writes,
+    backend: DbBackend,
     gym_id: Uuid,
     event: EventType,
     data: Value,
-) -> Result<(Uuid, DateTime<Utc>), DbErr> {
+) -> (Uuid, DateTime<Utc>) {
     let at = now();
     let id = new_id();
     let envelope = json!({
@@ -96,26 +114,26 @@ async fn write_event(
         "created_at": rfc3339(at),
         "data": data,
     });
-    webhook_event::ActiveModel {
+    let model = webhook_event::ActiveModel {
         id: Set(id),
         gym_id: Set(gym_id),
         event_type: Set(event.as_str().to_string()),
         payload: Set(envelope.to_string()),
         created_at: Set(at),
-    }
-    .insert(db)
-    .await?;
-    Ok((id, at))
+    };
+    writes.push(webhook_event::Entity::insert(model).build(backend));
+    (id, at)
 }
 
-async fn queue(
-    db: &impl ConnectionTrait,
-    gym_id: Uuid,
-    event_id: Uuid,
-    event: EventType,
+/// Adds a pending delivery of the event `(gym, id, type)` to each endpoint to `writes`; returns
+/// their ids.
+fn queue(
+    writes: &mut Writes,
+    backend: DbBackend,
+    (gym_id, event_id, event): (Uuid, Uuid, EventType),
     endpoints: impl Iterator<Item = Uuid>,
     at: DateTime<Utc>,
-) -> Result<Vec<Uuid>, DbErr> {
+) -> Vec<Uuid> {
     let deliveries: Vec<webhook_delivery::ActiveModel> = endpoints
         .map(|endpoint_id| webhook_delivery::ActiveModel {
             id: Set(new_id()),
@@ -134,9 +152,9 @@ async fn queue(
         .collect();
     let ids = deliveries.iter().filter_map(|d| d.id.clone().take()).collect();
     if !deliveries.is_empty() {
-        webhook_delivery::Entity::insert_many(deliveries).exec_without_returning(db).await?;
+        writes.push(webhook_delivery::Entity::insert_many(deliveries).build(backend));
     }
-    Ok(ids)
+    ids
 }
 
 fn subscribes(e: &webhook_endpoint::Model, event: EventType) -> bool {
@@ -406,8 +424,11 @@ pub async fn ping(db: &DatabaseConnection, actor: &Actor, id: Uuid) -> accounts:
     let e = find_endpoint(db, actor, id).await?;
     let txn = crate::db::begin_writing(db).await?;
     let data = json!({"message": "This is a test event from gymapi."});
-    let (event_id, at) = write_event(&txn, e.gym_id, EventType::Ping, data).await?;
-    let ids = queue(&txn, e.gym_id, event_id, EventType::Ping, std::iter::once(e.id), at).await?;
+    let mut writes = Writes::new();
+    let backend = txn.get_database_backend();
+    let (event_id, at) = write_event(&mut writes, backend, e.gym_id, EventType::Ping, data);
+    let ids = queue(&mut writes, backend, (e.gym_id, event_id, EventType::Ping), std::iter::once(e.id), at);
+    writes.run(&txn).await?;
     txn.commit().await?;
     ids.into_iter().next().ok_or(AccountError::NotFound("delivery"))
 }
