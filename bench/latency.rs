@@ -45,7 +45,7 @@ impl Store for NoStore {
     async fn forget_grants(&self, _: &[String]) -> Result<(), StoreError> {
         Ok(())
     }
-    async fn idempotency_begin(&self, _: &str, _: &str) -> Result<IdempotencyState, StoreError> {
+    async fn idempotency_begin(&self, _: &str, _: &str, _: Duration) -> Result<IdempotencyState, StoreError> {
         Ok(IdempotencyState::Started)
     }
     async fn idempotency_complete(&self, _: &str, _: &str, _: &StoredResponse, _: Duration) -> Result<(), StoreError> {

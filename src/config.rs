@@ -30,6 +30,9 @@ pub struct Config {
     pub door_command_ttl: Duration,
     /// `GYMAPI_IDEMPOTENCY_TTL_SECS`, default 86,400.
     pub idempotency_ttl: Duration,
+    /// `GYMAPI_IDEMPOTENCY_LOCK_SECS`, default 60: how long a keyed write that never finished (its
+    /// server died) holds its key; a retry meanwhile answers 409.
+    pub idempotency_lock: Duration,
     /// `GYMAPI_KEY_ROLL_GRACE_SECS`, default 86,400.
     pub key_roll_grace: Duration,
     /// `GYMAPI_WEBHOOK_ALLOW_PRIVATE=1` allows http and private addresses (development, tests).
@@ -58,6 +61,7 @@ impl Default for Config {
             device_rate_limit_per_minute: 600,
             door_command_ttl: Duration::from_secs(30),
             idempotency_ttl: Duration::from_secs(24 * 3600),
+            idempotency_lock: Duration::from_secs(60),
             key_roll_grace: Duration::from_secs(24 * 3600),
             webhook_allow_private: false,
             webhook_retry_schedule: [5, 300, 1800, 7200, 18000, 36000, 36000]
@@ -124,6 +128,9 @@ impl Config {
         }
         if let Some(v) = var("GYMAPI_IDEMPOTENCY_TTL_SECS") {
             c.idempotency_ttl = parse_secs("GYMAPI_IDEMPOTENCY_TTL_SECS", &v)?;
+        }
+        if let Some(v) = var("GYMAPI_IDEMPOTENCY_LOCK_SECS") {
+            c.idempotency_lock = Duration::from_secs(positive("GYMAPI_IDEMPOTENCY_LOCK_SECS", &v)?.into());
         }
         if let Some(v) = var("GYMAPI_KEY_ROLL_GRACE_SECS") {
             c.key_roll_grace = parse_secs("GYMAPI_KEY_ROLL_GRACE_SECS", &v)?;

@@ -2,17 +2,19 @@
 
 mod batch;
 mod statements;
+mod unit;
 mod writers;
 
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
+pub use batch::Writes;
 use migration::{Migrator, MigratorTrait, tenancy};
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, DbErr, ExecResult, QueryResult, Statement,
 };
-pub use batch::Writes;
 pub use statements::StatementPool;
+pub use unit::{Unit, after_commit};
 pub use writers::Writing;
 
 /// Connects to `url` and applies pending migrations: the database as `gymapi serve` and the
@@ -93,8 +95,9 @@ async fn connect_with(url: &str, plans: Plans) -> anyhow::Result<DatabaseConnect
 
 /// The database as the API's handlers use it: sea-orm's pool for transactions and writes, and on
 /// PostgreSQL a [`StatementPool`] for the queries run outside a transaction, which hands a
-/// connection back without sqlx's extra round trip. Everything else of sea-orm's connection is
-/// reached through `Deref`.
+/// connection back without sqlx's extra round trip. Inside a keyed write ([`Unit`]) its statements
+/// run in the write's transaction (see [`unit::transaction`]). Everything else of sea-orm's
+/// connection is reached through `Deref`.
 #[derive(Clone)]
 pub struct Db {
     orm: DatabaseConnection,
@@ -141,14 +144,23 @@ impl ConnectionTrait for Db {
     }
 
     async fn execute(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
-        self.orm.execute(stmt).await
+        match unit::transaction(&self.orm).await? {
+            Some(txn) => txn.execute(stmt).await,
+            None => self.orm.execute(stmt).await,
+        }
     }
 
     async fn execute_unprepared(&self, sql: &str) -> Result<ExecResult, DbErr> {
-        self.orm.execute_unprepared(sql).await
+        match unit::transaction(&self.orm).await? {
+            Some(txn) => txn.execute_unprepared(sql).await,
+            None => self.orm.execute_unprepared(sql).await,
+        }
     }
 
     async fn query_one(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
+        if let Some(txn) = unit::transaction(&self.orm).await? {
+            return txn.query_one(stmt).await;
+        }
         match &self.statements {
             Some(pool) => pool.query_one(stmt).await,
             None => self.orm.query_one(stmt).await,
@@ -156,6 +168,9 @@ impl ConnectionTrait for Db {
     }
 
     async fn query_all(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
+        if let Some(txn) = unit::transaction(&self.orm).await? {
+            return txn.query_all(stmt).await;
+        }
         match &self.statements {
             Some(pool) => pool.query_all(stmt).await,
             None => self.orm.query_all(stmt).await,
@@ -201,8 +216,9 @@ pub fn redact(url: &str) -> String {
 /// write the file (`writers`), then takes the write lock (a write that changes nothing): its reads
 /// then see the newest data, and its writes never meet a snapshot another connection made stale
 /// (`SQLITE_BUSY_SNAPSHOT`, which no wait cures). PostgreSQL needs nothing: its writers lock rows.
+/// Inside a keyed write the transaction is a part of the write's [`Unit`].
 pub async fn begin_writing(db: &DatabaseConnection) -> Result<Writing, DbErr> {
-    writers::begin(db).await
+    unit::begin(db).await
 }
 
 /// Adds to counting rows of `table` in one statement: each row is its key's values (in the order

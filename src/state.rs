@@ -77,12 +77,14 @@ impl AppState {
     }
 
     /// Starts what runs beside the API: the webhook dispatcher (unless the configuration leaves it
-    /// to `gymapi worker` processes) and the flusher of key usage counts.
+    /// to `gymapi worker` processes), the flusher of key usage counts and the sweeper of expired
+    /// idempotency records.
     pub fn start_background(&self) -> anyhow::Result<()> {
         if self.config.webhook_dispatch {
             crate::webhooks::dispatch::spawn(self.db.orm().clone(), &self.config, self.webhooks.clone())?;
         }
         self.usage.clone().spawn_flusher(self.db.orm().clone());
+        crate::limits::records::spawn_sweeper(self.db.orm().clone());
         Ok(())
     }
 }

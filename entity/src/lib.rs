@@ -1,5 +1,6 @@
-//! sea-orm entities of gymapi. Every table that holds gym data carries `gym_id`, and every index on
-//! such a table leads with it (see `migration`), so the data can be distributed by gym.
+//! sea-orm entities of gymapi. Every table that holds gym data carries `gym_id`, and every key of
+//! such a table (primary, unique, foreign to another such table) leads with it (see `migration`),
+//! so the data can be distributed by gym.
 
 pub mod api_key;
 pub mod attendance;
@@ -8,6 +9,7 @@ pub mod door_command;
 pub mod facility;
 pub mod gym;
 pub mod gym_counter;
+pub mod idempotency_record;
 pub mod import_counter;
 pub mod member;
 pub mod member_membership;

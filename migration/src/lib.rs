@@ -15,6 +15,7 @@ mod m20261124_000009_sqlite_search_cover;
 mod m20261124_000010_counter_shards;
 mod m20261125_000011_tenant_keys;
 mod m20261125_000012_devices;
+mod m20261125_000013_idempotency_records;
 pub mod tenancy;
 
 pub struct Migrator;
@@ -35,6 +36,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000010_counter_shards::Migration),
             Box::new(m20261125_000011_tenant_keys::Migration),
             Box::new(m20261125_000012_devices::Migration),
+            Box::new(m20261125_000013_idempotency_records::Migration),
         ]
     }
 }

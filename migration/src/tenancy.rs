@@ -28,6 +28,7 @@ pub const TENANT_TABLES: &[&str] = &[
     "devices",
     "rings",
     "door_commands",
+    "idempotency_records",
 ];
 
 /// Tables read across gyms: small, replicated to every node of a distributed deployment.

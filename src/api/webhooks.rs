@@ -88,9 +88,11 @@ impl WebhooksApi for Handlers {
         p: RedeliverWebhookDeliveryParams,
     ) -> Result<RedeliverWebhookDeliveryResponse, ApiError> {
         let id = super::parse_id(KIND, &p.id)?;
-        let d = crate::webhooks::redeliver(self.db(), ctx.tenant.gym_id, id)
+        let txn = crate::db::begin_writing(self.db()).await?;
+        let d = crate::webhooks::redeliver(&txn, ctx.tenant.gym_id, id)
             .await?
             .ok_or_else(|| ApiError::not_found(KIND, &p.id))?;
+        txn.commit().await?;
         self.state.webhooks.notify_one();
         Ok(RedeliverWebhookDeliveryResponse::Accepted(Json(delivery(d))))
     }

@@ -28,22 +28,63 @@ const TAKE_THE_LOCK: &str = "UPDATE gym_counters SET value = value WHERE 0";
 static QUEUES: LazyLock<Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>> = LazyLock::new(Default::default);
 
 /// A transaction begun by [`begin_writing`](super::begin_writing). On SQLite it holds this
-/// process's turn to write the file until it is committed, rolled back or dropped.
+/// process's turn to write the file until it is committed, rolled back or dropped. Inside a keyed
+/// write it is a part of the write's unit (`db::unit`): its commit waits for the unit's, and
+/// dropping it uncommitted rolls the whole unit back.
 pub struct Writing {
-    // Declared first, so dropped first: the transaction ends before the turn passes on.
-    txn: DatabaseTransaction,
-    _turn: Option<OwnedMutexGuard<()>>,
+    holder: Holder,
 }
 
-/// Begins a transaction that reads before it writes (see [`super::begin_writing`]).
+enum Holder {
+    Own {
+        // Declared first, so dropped first: the transaction ends before the turn passes on.
+        txn: DatabaseTransaction,
+        _turn: Option<OwnedMutexGuard<()>>,
+    },
+    Part {
+        txn: Arc<DatabaseTransaction>,
+        ending: PartEnding,
+    },
+}
+
+/// What a part does when it goes without a commit (its unit rolls back).
+struct PartEnding {
+    abandon: Option<Box<dyn FnOnce() + Send + Sync>>,
+}
+
+impl Drop for PartEnding {
+    fn drop(&mut self) {
+        if let Some(abandon) = self.abandon.take() {
+            abandon();
+        }
+    }
+}
+
+/// Begins a transaction of its own that reads before it writes (see [`super::begin_writing`]).
 pub async fn begin(db: &DatabaseConnection) -> Result<Writing, DbErr> {
+    let (txn, turn) = begin_own(db).await?;
+    Ok(Writing { holder: Holder::Own { txn, _turn: turn } })
+}
+
+impl Writing {
+    /// A part of a shared transaction (`db::unit`): its commit does nothing, and `abandon` runs
+    /// when it goes without one.
+    pub(super) fn part(txn: Arc<DatabaseTransaction>, abandon: impl FnOnce() + Send + Sync + 'static) -> Self {
+        Writing { holder: Holder::Part { txn, ending: PartEnding { abandon: Some(Box::new(abandon)) } } }
+    }
+}
+
+/// A transaction of its own, and on SQLite the turn it holds.
+pub(super) async fn begin_own(
+    db: &DatabaseConnection,
+) -> Result<(DatabaseTransaction, Option<OwnedMutexGuard<()>>), DbErr> {
     if db.get_database_backend() != DbBackend::Sqlite {
-        return Ok(Writing { txn: db.begin().await?, _turn: None });
+        return Ok((db.begin().await?, None));
     }
     let turn = queue(db).lock_owned().await;
     let txn = db.begin().await?;
     txn.execute(Statement::from_string(DbBackend::Sqlite, TAKE_THE_LOCK)).await?;
-    Ok(Writing { txn, _turn: Some(turn) })
+    Ok((txn, Some(turn)))
 }
 
 fn queue(db: &DatabaseConnection) -> Arc<tokio::sync::Mutex<()>> {
@@ -58,9 +99,23 @@ fn queue(db: &DatabaseConnection) -> Arc<tokio::sync::Mutex<()>> {
 }
 
 impl Writing {
-    /// Commits; a `Writing` dropped instead rolls back.
+    /// Commits; a `Writing` dropped instead rolls back. A part of a keyed write commits with it.
     pub async fn commit(self) -> Result<(), DbErr> {
-        self.txn.commit().await
+        match self.holder {
+            Holder::Own { txn, _turn } => txn.commit().await,
+            Holder::Part { txn, mut ending } => {
+                ending.abandon = None;
+                drop(txn);
+                Ok(())
+            }
+        }
+    }
+
+    fn txn(&self) -> &DatabaseTransaction {
+        match &self.holder {
+            Holder::Own { txn, .. } => txn,
+            Holder::Part { txn, .. } => txn,
+        }
     }
 }
 
@@ -68,33 +123,33 @@ impl std::ops::Deref for Writing {
     type Target = DatabaseTransaction;
 
     fn deref(&self) -> &DatabaseTransaction {
-        &self.txn
+        self.txn()
     }
 }
 
 #[async_trait::async_trait]
 impl ConnectionTrait for Writing {
     fn get_database_backend(&self) -> DbBackend {
-        self.txn.get_database_backend()
+        self.txn().get_database_backend()
     }
 
     async fn execute(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
-        self.txn.execute(stmt).await
+        self.txn().execute(stmt).await
     }
 
     async fn execute_unprepared(&self, sql: &str) -> Result<ExecResult, DbErr> {
-        self.txn.execute_unprepared(sql).await
+        self.txn().execute_unprepared(sql).await
     }
 
     async fn query_one(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
-        self.txn.query_one(stmt).await
+        self.txn().query_one(stmt).await
     }
 
     async fn query_all(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
-        self.txn.query_all(stmt).await
+        self.txn().query_all(stmt).await
     }
 
     fn support_returning(&self) -> bool {
-        self.txn.support_returning()
+        self.txn().support_returning()
     }
 }

@@ -6,6 +6,7 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use super::{DeviceHandlers, record};
 use crate::{
     context::RequestContext,
+    db::begin_writing,
     errors::ApiError,
     frontdesk::devices,
     listing::{Envelope, list_page, listing},
@@ -38,7 +39,9 @@ impl DevicesApi for DeviceHandlers {
         p: RegisterDeviceParams,
     ) -> Result<RegisterDeviceResponse, ApiError> {
         let b = p.body;
-        let d = devices::register(self.db(), ctx.tenant.gym_id, b.kind.into(), &b.name, b.facility_id.take()).await?;
+        let txn = begin_writing(self.db()).await?;
+        let d = devices::register(&txn, ctx.tenant.gym_id, b.kind.into(), &b.name, b.facility_id.take()).await?;
+        txn.commit().await?;
         Ok(RegisterDeviceResponse::Created(Json(record(d, now()))))
     }
 
@@ -50,7 +53,9 @@ impl DevicesApi for DeviceHandlers {
     async fn heartbeat(&self, ctx: &RequestContext, p: HeartbeatParams) -> Result<HeartbeatResponse, ApiError> {
         let mut d = devices::find(self.db(), ctx.tenant.gym_id, &p.device_id, None).await?;
         let at = now();
-        devices::mark_seen(self.db(), d.gym_id, d.id, at).await?;
+        let txn = begin_writing(self.db()).await?;
+        devices::mark_seen(&txn, d.gym_id, d.id, at).await?;
+        txn.commit().await?;
         if d.last_seen_at.is_none_or(|t| t < at - chrono::Duration::from_std(devices::SEEN_EVERY).unwrap_or_default()) {
             d.last_seen_at = Some(at);
         }

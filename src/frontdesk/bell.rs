@@ -4,7 +4,7 @@
 //! handed out twice, whatever polls, servers or retries race for it. Every change that a long
 //! poll waits for signals its topic ([`rings_topic`], [`door_topic`]).
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
 use entity::{
@@ -18,7 +18,7 @@ use sea_orm::{
 use uuid::Uuid;
 
 use crate::{
-    db::{Db, placeholders},
+    db::{Db, after_commit, begin_writing, placeholders},
     errors::ApiError,
     records::{new_id, now},
     wake::Wakes,
@@ -41,6 +41,13 @@ pub fn rings_topic(gym_id: Uuid) -> String {
 /// The topic of a door's commands.
 pub fn door_topic(gym_id: Uuid, door_id: Uuid) -> String {
     format!("door:{gym_id}:{door_id}")
+}
+
+/// Signals a topic once what was just written is committed (`db::after_commit`): a poll woken
+/// before would look, find nothing and wait on.
+async fn signal(wakes: &Arc<Wakes>, topic: String) {
+    let wakes = wakes.clone();
+    after_commit(async move { wakes.signal(&topic).await }).await;
 }
 
 fn later(at: DateTime<Utc>, by: Duration) -> DateTime<Utc> {
@@ -66,11 +73,12 @@ pub fn command_state(c: &door_command::Model, at: DateTime<Utc>) -> CommandState
 /// A visitor rang at `doorbell`.
 pub async fn ring(
     db: &Db,
-    wakes: &Wakes,
+    wakes: &Arc<Wakes>,
     doorbell: &device::Model,
     message: Option<String>,
 ) -> Result<ring::Model, ApiError> {
     let at = now();
+    let txn = begin_writing(db).await?;
     let r = ring::ActiveModel {
         gym_id: Set(doorbell.gym_id),
         id: Set(new_id()),
@@ -85,9 +93,10 @@ pub async fn ring(
         created_at: Set(at),
         updated_at: Set(at),
     }
-    .insert(db)
+    .insert(&txn)
     .await?;
-    wakes.signal(&rings_topic(doorbell.gym_id)).await;
+    txn.commit().await?;
+    signal(wakes, rings_topic(doorbell.gym_id)).await;
     Ok(r)
 }
 
@@ -152,7 +161,7 @@ async fn answer(
 /// opened and the door gets an open command, expiring after `ttl`, in one transaction.
 pub async fn open(
     db: &Db,
-    wakes: &Wakes,
+    wakes: &Arc<Wakes>,
     gym_id: Uuid,
     ring_id: &str,
     door_id: Uuid,
@@ -166,7 +175,7 @@ pub async fn open(
     };
     let at = now();
     let command_id = new_id();
-    let txn = crate::db::begin_writing(db).await?;
+    let txn = begin_writing(db).await?;
     if !answer(&txn, &r, RingState::Opened, Some((door.id, command_id)), at).await? {
         return Err(answered(&r, at));
     }
@@ -187,7 +196,7 @@ pub async fn open(
     .insert(&txn)
     .await?;
     txn.commit().await?;
-    wakes.signal(&door_topic(gym_id, door.id)).await;
+    signal(wakes, door_topic(gym_id, door.id)).await;
     find_ring(db, gym_id, ring_id).await
 }
 
@@ -195,9 +204,11 @@ pub async fn open(
 pub async fn dismiss(db: &Db, gym_id: Uuid, ring_id: &str) -> Result<ring::Model, ApiError> {
     let r = find_ring(db, gym_id, ring_id).await?;
     let at = now();
-    if !answer(db, &r, RingState::Dismissed, None, at).await? {
+    let txn = begin_writing(db).await?;
+    if !answer(&txn, &r, RingState::Dismissed, None, at).await? {
         return Err(answered(&r, at));
     }
+    txn.commit().await?;
     find_ring(db, gym_id, ring_id).await
 }
 
@@ -225,7 +236,7 @@ pub async fn claim(db: &impl ConnectionTrait, door: &device::Model) -> Result<Ve
 /// The door's report on a command it was handed: the same report again answers the same; another
 /// outcome, or a report on a command not handed out, is a 409.
 pub async fn report(
-    db: &impl ConnectionTrait,
+    db: &Db,
     door: &device::Model,
     command_id: &str,
     outcome: CommandState,
@@ -250,13 +261,15 @@ pub async fn report(
     m.reported_at = Set(Some(at));
     m.updated_at = Set(at);
     // Only from `delivered`: two reports at once, one wins and the other sees it.
+    let txn = begin_writing(db).await?;
     let updated = door_command::Entity::update_many()
         .set(m)
         .filter(door_command::Column::GymId.eq(door.gym_id))
         .filter(door_command::Column::Id.eq(uuid))
         .filter(door_command::Column::State.eq(CommandState::Delivered))
-        .exec(db)
+        .exec(&txn)
         .await?;
+    txn.commit().await?;
     let c = find().await?.ok_or_else(missing)?;
     if updated.rows_affected == 0 && c.state != outcome {
         return Err(ApiError::StateConflict(format!("The command was already reported {}.", c.state.as_str())));

@@ -9,7 +9,7 @@ use std::{
 use std::time::Duration;
 
 use super::{
-    Admission, Budget, Decision, IDEMPOTENCY_LOCK, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse,
+    Admission, Budget, Decision, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse,
     replays::{Completed, Replays, digest},
     retry_after_secs,
 };
@@ -138,10 +138,15 @@ impl Store for MemoryStore {
         }
     }
 
-    async fn idempotency_begin(&self, key: &str, fingerprint: &str) -> Result<IdempotencyState, StoreError> {
+    async fn idempotency_begin(
+        &self,
+        key: &str,
+        fingerprint: &str,
+        lock: Duration,
+    ) -> Result<IdempotencyState, StoreError> {
         let now = Instant::now();
         let (key, fingerprint) = (digest(key), digest(fingerprint));
-        let found = self.idempotency.lock().map_err(poisoned)?.begin(key, fingerprint, now, now + IDEMPOTENCY_LOCK);
+        let found = self.idempotency.lock().map_err(poisoned)?.begin(key, fingerprint, now, now + lock);
         found.state()
     }
 

@@ -2,6 +2,7 @@
 //! every instance; in process in the embedded default.
 
 mod memory;
+pub mod records;
 mod redis_store;
 mod replays;
 
@@ -128,10 +129,6 @@ pub(crate) struct IdempotencyRecord {
 /// reached, leaves cached.
 pub const GRANT_TTL: Duration = Duration::from_secs(60);
 
-/// How long a started request holds its key if it never completes (the process died): after this,
-/// a retry with the same key runs again.
-pub const IDEMPOTENCY_LOCK: Duration = Duration::from_secs(60);
-
 /// Where limits and idempotency records live.
 #[async_trait::async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -157,9 +154,14 @@ pub trait Store: Send + Sync + 'static {
     /// Drops the cached grants of these keys: after a revoke, a roll, or a change to their gym.
     async fn forget_grants(&self, fingerprints: &[String]) -> Result<(), StoreError>;
 
-    /// Looks up `key`, reserving it for this request (for `IDEMPOTENCY_LOCK`) when it is new. Atomic:
-    /// of many concurrent requests with one key, exactly one is `Started`.
-    async fn idempotency_begin(&self, key: &str, fingerprint: &str) -> Result<IdempotencyState, StoreError>;
+    /// Looks up `key`, reserving it for this request (for `lock`) when it is new. Atomic: of many
+    /// concurrent requests with one key, exactly one is `Started`.
+    async fn idempotency_begin(
+        &self,
+        key: &str,
+        fingerprint: &str,
+        lock: Duration,
+    ) -> Result<IdempotencyState, StoreError>;
 
     /// Keeps the response of a started request for `ttl`.
     async fn idempotency_complete(

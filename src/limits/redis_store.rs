@@ -6,8 +6,8 @@ use std::time::Duration;
 use redis::{Script, aio::ConnectionManager};
 
 use super::{
-    Admission, Budget, Decision, IDEMPOTENCY_LOCK, IdempotencyRecord, IdempotencyState, RatePolicy, Store, StoreError,
-    StoredResponse, retry_after_secs,
+    Admission, Budget, Decision, IdempotencyRecord, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse,
+    retry_after_secs,
 };
 
 /// Sliding log in a stream (`XADD` with Redis's own clock for the entry IDs, so instances with
@@ -216,10 +216,15 @@ impl Store for RedisStore {
         self.bounded(pipe.query_async::<()>(&mut conn)).await
     }
 
-    async fn idempotency_begin(&self, key: &str, fingerprint: &str) -> Result<IdempotencyState, StoreError> {
+    async fn idempotency_begin(
+        &self,
+        key: &str,
+        fingerprint: &str,
+        lock: Duration,
+    ) -> Result<IdempotencyState, StoreError> {
         let mut conn = self.conn.clone();
         let mut invocation = self.begin.key(self.idempotency_key(key));
-        invocation.arg(fingerprint).arg(IDEMPOTENCY_LOCK.as_millis() as u64);
+        invocation.arg(fingerprint).arg(lock.as_millis().max(1) as u64);
         let (state, record): (String, String) = self.bounded(invocation.invoke_async(&mut conn)).await?;
         Ok(match state.as_str() {
             "started" => IdempotencyState::Started,

@@ -7,14 +7,14 @@ use bytes::Bytes;
 use poem::{Endpoint, IntoResponse, Request, Response, error::ResponseError, http::HeaderValue};
 use sha2::{Digest, Sha256};
 
-use super::idempotency::{IDEMPOTENCY_KEY, idempotent, request_fingerprint};
+use super::idempotency::{IDEMPOTENCY_KEY, Keyed, idempotent, request_fingerprint};
 use crate::{
     auth::{self, Admitted},
     config::Config,
     context::RequestContext,
     contract::{Family, MAX_BODY_BYTES, RouteMatch},
     errors::{ApiError, NO_API_ACCESS_MESSAGE, NO_DEVICE_ACCESS_MESSAGE, to_json_error},
-    limits::{Budget, RatePolicy},
+    limits::{Budget, RatePolicy, records::RecordKey},
     state::AppState,
 };
 
@@ -119,10 +119,14 @@ async fn route<E: Endpoint>(
             let idempotency_key = req.headers().get(IDEMPOTENCY_KEY).and_then(|v| v.to_str().ok()).map(str::to_string);
             if let (true, Some(key)) = (op.idempotent, idempotency_key) {
                 let base_url = base_url(&state.config, &req, base);
-                let scope = format!("{}:{}", tenant.gym_id, hex::encode(Sha256::digest(key.as_bytes())));
-                let fingerprint = request_fingerprint(req.method().as_str(), &path, req.uri().query(), &body);
+                let key_digest = hex::encode(Sha256::digest(key.as_bytes()));
+                let keyed = Keyed {
+                    scope: format!("{}:{key_digest}", tenant.gym_id),
+                    record: RecordKey { gym_id: tenant.gym_id, key_digest },
+                    fingerprint: request_fingerprint(req.method().as_str(), &path, req.uri().query(), &body),
+                };
                 req.extensions_mut().insert(RequestContext { tenant, base_url, path });
-                return Box::pin(idempotent(next, req, state, &scope, &fingerprint)).await;
+                return Box::pin(idempotent(next, req, state, &keyed)).await;
             }
         }
     }

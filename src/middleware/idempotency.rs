@@ -2,16 +2,23 @@
 
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use poem::{
     Endpoint, IntoResponse, Request, Response,
     error::ResponseError,
     http::{StatusCode, header},
 };
+use sea_orm::ConnectionTrait;
 use sha2::{Digest, Sha256};
 
 use crate::{
+    db::Unit,
     errors::{ApiError, to_json_error},
-    limits::{IdempotencyState, StoredResponse},
+    limits::{
+        IdempotencyState, StoredResponse,
+        records::{self, Kept, RecordKey},
+    },
+    records::now,
     state::AppState,
 };
 
@@ -27,63 +34,184 @@ pub(super) fn request_fingerprint(method: &str, path: &str, query: Option<&str>,
     hex::encode(h.finalize())
 }
 
-/// Runs a keyed write at most once: the first completed response is kept for the idempotency
-/// window and sent again, byte for byte, to every repeat, with `Idempotency-Replayed`. A 422 (a
-/// refused request, which wrote nothing) and a 5xx are not kept: the key is free again.
-pub(super) async fn idempotent<E: Endpoint>(
-    next: Arc<E>,
-    req: Request,
-    state: &AppState,
-    scope: &str,
-    fingerprint: &str,
-) -> Response {
+/// What identifies a keyed write: where the store keeps its key (`scope`), where the database
+/// keeps its record, and what makes a repeat "the same request".
+pub(super) struct Keyed {
+    pub scope: String,
+    pub record: RecordKey,
+    pub fingerprint: String,
+}
+
+/// Whether a response is kept under its key: everything below 500 but a 422 (a refused request,
+/// which wrote nothing, so the corrected one may reuse the key).
+fn kept(status: StatusCode) -> bool {
+    !status.is_server_error() && status != StatusCode::UNPROCESSABLE_ENTITY
+}
+
+/// Runs a keyed write at most once. The store (Redis, or the process's memory) answers a repeat
+/// fast: the first response replayed byte for byte with `Idempotency-Replayed`, a 409 while the
+/// first still runs, a 422 for another request under the same key. A new key runs its handler in
+/// a [`Unit`]: the handler's writes and the response's record are committed together, so a
+/// repeat the store cannot answer (flushed, unreachable, restarted) finds the record in the
+/// database, and a handler run again for it is rolled back. A response that is not kept (a 422, a
+/// 5xx) commits nothing and frees the key.
+pub(super) async fn idempotent<E: Endpoint>(next: Arc<E>, req: Request, state: &AppState, keyed: &Keyed) -> Response {
     let store = &state.store;
-    match store.idempotency_begin(scope, fingerprint).await {
+    let lock = state.config.idempotency_lock;
+    let locked = match store.idempotency_begin(&keyed.scope, &keyed.fingerprint, lock).await {
         Err(e) => {
-            tracing::error!(error = %e, store = store.name(), "idempotency store unavailable; keyed write refused");
-            ApiError::ServiceUnavailable("The idempotency store is unavailable, so this write was not run. Retry later with the same Idempotency-Key.".into()).as_response()
+            tracing::warn!(error = %e, store = store.name(), "idempotency store unavailable; the database alone keeps this key");
+            false
         }
-        Ok(IdempotencyState::Mismatch) => ApiError::invalid(
-            "Idempotency-Key",
-            "This Idempotency-Key was already used for a request with another method, path or body.",
-        )
-        .as_response(),
-        Ok(IdempotencyState::Running) => ApiError::IdempotencyConflict.as_response(),
-        Ok(IdempotencyState::Replay(stored)) => {
-            let mut builder = Response::builder()
-                .status(StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK))
-                .header("idempotency-replayed", "true");
-            if let Some(ct) = &stored.content_type {
-                builder = builder.content_type(ct.as_str());
+        Ok(IdempotencyState::Mismatch) => return mismatch(),
+        Ok(IdempotencyState::Running) => return ApiError::IdempotencyConflict.as_response(),
+        Ok(IdempotencyState::Replay(stored)) => return replay(stored),
+        Ok(IdempotencyState::Started) => true,
+    };
+    let unit = Unit::new();
+    let response = unit.scope(call(next, req)).await;
+    let settle = Settle { state, keyed, locked };
+    if kept(response.status()) { settle.keep(&unit, response).await } else { settle.refused(&unit, response).await }
+}
+
+async fn call<E: Endpoint>(next: Arc<E>, req: Request) -> Response {
+    match next.call(req).await {
+        Ok(r) => r.into_response(),
+        Err(e) => to_json_error(e),
+    }
+}
+
+fn mismatch() -> Response {
+    ApiError::invalid(
+        "Idempotency-Key",
+        "This Idempotency-Key was already used for a request with another method, path or body.",
+    )
+    .as_response()
+}
+
+/// A kept response, sent again.
+fn replay(stored: StoredResponse) -> Response {
+    let mut builder = Response::builder()
+        .status(StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK))
+        .header("idempotency-replayed", "true");
+    if let Some(ct) = &stored.content_type {
+        builder = builder.content_type(ct.as_str());
+    }
+    builder.body(stored.body)
+}
+
+/// How a keyed write ends, once its handler has answered.
+struct Settle<'a> {
+    state: &'a AppState,
+    keyed: &'a Keyed,
+    /// Whether the store holds the key for this request (it may have been unreachable).
+    locked: bool,
+}
+
+impl Settle<'_> {
+    /// The handler refused (422) or failed (5xx): nothing of it is kept, and the key is free again.
+    /// A record in the database still wins: a request with this key ran and was kept before (the
+    /// store had forgotten it, and the handler, run again, met what the first one wrote).
+    async fn refused(&self, unit: &Unit, response: Response) -> Response {
+        unit.rollback();
+        match records::find(&self.state.db, &self.keyed.record, now()).await {
+            Ok(Some(first)) => self.answer(first).await,
+            Ok(None) => {
+                self.free().await;
+                response
             }
-            builder.body(stored.body)
+            Err(e) => {
+                tracing::warn!(error = %e, "could not look up an idempotency record after a refusal");
+                self.free().await;
+                response
+            }
         }
-        Ok(IdempotencyState::Started) => {
-            let response = match next.call(req).await {
-                Ok(r) => r.into_response(),
-                Err(e) => to_json_error(e),
-            };
-            let status = response.status();
-            if status.is_server_error() || status == StatusCode::UNPROCESSABLE_ENTITY {
-                if let Err(e) = store.idempotency_abort(scope).await {
-                    tracing::warn!(error = %e, "could not free an idempotency key after a refusal or a server error");
-                }
-                return response;
+    }
+
+    /// Commits the handler's writes with the response's record, then keeps the response in the
+    /// store for fast replays. A record already there (another request with the key committed
+    /// first) rolls the handler's writes back and answers from that record.
+    async fn keep(&self, unit: &Unit, response: Response) -> Response {
+        let (state, keyed) = (self.state, self.keyed);
+        let (parts, body) = response.into_parts();
+        let bytes = match body.into_bytes().await {
+            Ok(b) => b,
+            Err(e) => {
+                unit.rollback();
+                self.free().await;
+                return ApiError::internal(anyhow::anyhow!("cannot buffer the response: {e}")).as_response();
             }
-            let (parts, body) = response.into_parts();
-            let bytes = match body.into_bytes().await {
-                Ok(b) => b,
-                Err(e) => return ApiError::internal(anyhow::anyhow!("cannot buffer the response: {e}")).as_response(),
-            };
-            let content_type =
-                parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
-            let stored = StoredResponse { status: status.as_u16(), content_type, body: bytes.to_vec() };
-            if let Err(e) = store.idempotency_complete(scope, fingerprint, &stored, state.config.idempotency_ttl).await
-            {
-                // The write happened; a retry within IDEMPOTENCY_LOCK still answers 409, later ones run again.
-                tracing::error!(error = %e, "could not keep the response of a keyed write");
+        };
+        let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let stored = StoredResponse { status: parts.status.as_u16(), content_type, body: bytes.to_vec() };
+        let at = now();
+        let expires_at =
+            at + chrono::Duration::from_std(state.config.idempotency_ttl).unwrap_or(chrono::Duration::days(1));
+        let backend = state.db.get_database_backend();
+        let record = records::insert(backend, &keyed.record, &keyed.fingerprint, &stored, (at, expires_at));
+        let outcome = match unit.commit_with(state.db.orm(), record).await {
+            Ok(true) => {
+                crash_point("after-keyed-commit");
+                // Whatever the handler queued for the webhooks is committed now.
+                state.webhooks.notify_one();
+                self.remember(&keyed.fingerprint, &stored, expires_at).await;
+                return Response::from_parts(parts, poem::Body::from(bytes));
             }
-            Response::from_parts(parts, poem::Body::from(bytes))
+            Ok(false) => records::find(&state.db, &keyed.record, now()).await,
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(Some(first)) => self.answer(first).await,
+            Ok(None) => {
+                self.free().await;
+                ApiError::IdempotencyConflict.as_response()
+            }
+            Err(e) => {
+                self.free().await;
+                ApiError::from(e).as_response()
+            }
+        }
+    }
+
+    /// Answers from the record another request with the key kept: its response again, or 422 when
+    /// this request differs. The store learns the record, for the next repeat.
+    async fn answer(&self, first: Kept) -> Response {
+        self.remember(&first.fingerprint, &first.response, first.expires_at).await;
+        if first.fingerprint == self.keyed.fingerprint { replay(first.response) } else { mismatch() }
+    }
+
+    /// Keeps a response in the store until `expires_at`, for fast replays (the database has it).
+    async fn remember(&self, fingerprint: &str, stored: &StoredResponse, expires_at: DateTime<Utc>) {
+        if !self.locked {
+            return;
+        }
+        let ttl = (expires_at - now()).to_std().unwrap_or_default().max(std::time::Duration::from_millis(1));
+        let result = self.state.store.idempotency_complete(&self.keyed.scope, fingerprint, stored, ttl).await;
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "could not keep a keyed write's response in the store; the database has it");
+        }
+    }
+
+    /// Frees the key in the store, so that a retry runs.
+    async fn free(&self) {
+        if !self.locked {
+            return;
+        }
+        if let Err(e) = self.state.store.idempotency_abort(&self.keyed.scope).await {
+            tracing::warn!(error = %e, "could not free an idempotency key after a refusal or a server error");
         }
     }
 }
+
+/// Debug builds only (the test suite's): `GYMAPI_TEST_CRASH=<name>` ends the process at once, as
+/// a kill would, at the point of that name: `after-keyed-commit`, between a keyed write's commit
+/// and the store keeping its response (the window the database's record closes).
+#[cfg(debug_assertions)]
+fn crash_point(name: &str) {
+    if std::env::var("GYMAPI_TEST_CRASH").is_ok_and(|v| v == name) {
+        std::process::abort();
+    }
+}
+
+#[cfg(not(debug_assertions))]
+fn crash_point(_: &str) {}

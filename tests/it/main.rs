@@ -10,6 +10,7 @@ mod auth;
 mod cli;
 mod contract;
 mod devices;
+mod durability;
 mod errors;
 mod import;
 mod limits;

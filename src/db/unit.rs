@@ -1,0 +1,158 @@
+//! The unit of a keyed write. A request that carries an `Idempotency-Key` runs its handler inside
+//! a [`Unit`]: every transaction the handler begins ([`super::begin_writing`]) is a part of one
+//! database transaction, every statement the handler sends through [`super::Db`] once that
+//! transaction has begun runs in it too (so the handler reads what it wrote), and what the handler
+//! wants done after its commit ([`after_commit`]) waits for the real one. The middleware that kept
+//! the key commits the unit together with the write's idempotency record, once the response is
+//! known, or rolls it back: a keyed write and the record of its response are committed together,
+//! or neither is.
+//!
+//! A part dropped without its commit (the handler's error, a retried import attempt) rolls back the
+//! whole unit at once; a later part begins it anew.
+
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::{Arc, Mutex, MutexGuard},
+};
+
+use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, Statement};
+use tokio::sync::OwnedMutexGuard;
+
+use super::writers::{self, Writing};
+
+tokio::task_local! {
+    static UNIT: Unit;
+}
+
+type Hook = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// One keyed write's transaction, shared by the parts its handler begins (see the module).
+#[derive(Clone, Default)]
+pub struct Unit(Arc<Mutex<State>>);
+
+#[derive(Default)]
+struct State {
+    open: Option<Open>,
+    /// What the handler asked to run after its commit, in order.
+    hooks: Vec<Hook>,
+}
+
+struct Open {
+    txn: Arc<DatabaseTransaction>,
+    /// SQLite: this process's turn to write the file (see `writers`), held to the real commit.
+    _turn: Option<OwnedMutexGuard<()>>,
+}
+
+impl Unit {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Runs `f` (the handler) inside this unit.
+    pub async fn scope<F: Future>(&self, f: F) -> F::Output {
+        UNIT.scope(self.clone(), f).await
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while the state was held leaves it as consistent as before: keep using it.
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The unit's transaction, if a part has begun it.
+    fn txn(&self) -> Option<Arc<DatabaseTransaction>> {
+        self.state().open.as_ref().map(|o| o.txn.clone())
+    }
+
+    /// A part of the unit: its transaction, begun now if no part has begun it yet.
+    pub(super) async fn part(&self, db: &DatabaseConnection) -> Result<Arc<DatabaseTransaction>, DbErr> {
+        if let Some(txn) = self.txn() {
+            return Ok(txn);
+        }
+        let (txn, turn) = writers::begin_own(db).await?;
+        let txn = Arc::new(txn);
+        self.state().open = Some(Open { txn: txn.clone(), _turn: turn });
+        Ok(txn)
+    }
+
+    /// A part ended without its commit: everything of the unit is rolled back (the transaction goes
+    /// with its last holder) and the hooks are dropped.
+    pub(super) fn abandon(&self) {
+        let mut state = self.state();
+        state.open = None;
+        state.hooks.clear();
+    }
+
+    /// Rolls back whatever the unit holds.
+    pub fn rollback(&self) {
+        self.abandon();
+    }
+
+    /// Runs `last` in the unit's transaction (begun now if the handler wrote nothing), then commits
+    /// when it changed a row and runs the hooks; rolls back when it changed none. Returns whether
+    /// it committed.
+    pub async fn commit_with(&self, db: &DatabaseConnection, last: Statement) -> Result<bool, DbErr> {
+        let txn = self.part(db).await?;
+        let changed = txn.execute(last).await.map(|r| r.rows_affected() > 0);
+        drop(txn);
+        let (open, hooks) = {
+            let mut state = self.state();
+            (state.open.take(), std::mem::take(&mut state.hooks))
+        };
+        let Some(Open { txn, _turn }) = open else {
+            return Err(DbErr::Custom("the keyed write's transaction was rolled back".into()));
+        };
+        if !changed? {
+            return Ok(false);
+        }
+        let txn = Arc::try_unwrap(txn)
+            .map_err(|_| DbErr::Custom("a part of the keyed write is still running at its commit".into()))?;
+        txn.commit().await?;
+        drop(_turn);
+        for hook in hooks {
+            hook.await;
+        }
+        Ok(true)
+    }
+}
+
+/// A transaction for a writer of this task: a part of the keyed write it runs, if it runs one.
+pub(super) async fn begin(db: &DatabaseConnection) -> Result<Writing, DbErr> {
+    let Some(unit) = current() else { return writers::begin(db).await };
+    let txn = unit.part(db).await?;
+    Ok(Writing::part(txn, move || unit.abandon()))
+}
+
+/// The unit this task's request runs in, if it is a keyed write.
+pub(super) fn current() -> Option<Unit> {
+    UNIT.try_with(Unit::clone).ok()
+}
+
+/// Where a statement sent through `Db` runs inside a keyed write: in the write's transaction. On
+/// PostgreSQL the first statement begins it, so a keyed write is one transaction, its reads
+/// included. On SQLite only a writer begins it (`begin_writing`): reads before it run outside,
+/// without holding the file's write lock.
+pub(super) async fn transaction(db: &DatabaseConnection) -> Result<Option<Arc<DatabaseTransaction>>, DbErr> {
+    let Some(unit) = current() else { return Ok(None) };
+    if let Some(txn) = unit.txn() {
+        return Ok(Some(txn));
+    }
+    if db.get_database_backend() == DbBackend::Postgres {
+        return unit.part(db).await.map(Some);
+    }
+    Ok(None)
+}
+
+/// Runs `hook` once what the caller just committed is committed for real: at once, or, inside a
+/// keyed write whose transaction is open, after the unit's commit (never if it rolls back). For
+/// what must not be seen before the data it announces (waking a long poll that then looks).
+pub async fn after_commit(hook: impl Future<Output = ()> + Send + 'static) {
+    if let Some(unit) = current() {
+        let mut state = unit.state();
+        if state.open.is_some() {
+            state.hooks.push(Box::pin(hook));
+            return;
+        }
+    }
+    hook.await;
+}

@@ -1,0 +1,168 @@
+//! Keyed writes run exactly once whatever happens between the database and the store of kept
+//! responses: the server killed right after a keyed write commits, the store (Redis) flushed, the
+//! embedded default restarted. Each test runs `gymapi serve` as a process of its own on the test's
+//! database (and Redis, on the PostgreSQL pass), with a 1 s lease on a started key.
+
+use std::{
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+
+use crate::common::{Gym, TestApp};
+
+/// `gymapi serve` on a free port, on the database and Redis of `app`.
+struct Served {
+    child: Child,
+    base: String,
+}
+
+impl Served {
+    async fn start(app: &TestApp, env: &[(&str, &str)]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_gymapi"));
+        cmd.args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+            .env("DATABASE_URL", &app.database_url)
+            .env("GYMAPI_IDEMPOTENCY_LOCK_SECS", "1")
+            .env("GYMAPI_WEBHOOK_DISPATCH", "0")
+            .env("RUST_LOG", "warn")
+            .env_remove("GYMAPI_TEST_CRASH")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        match &app.redis_url {
+            Some(url) => cmd.env("REDIS_URL", url).env("GYMAPI_REDIS_PREFIX", &app.redis_prefix),
+            None => cmd.env_remove("REDIS_URL"),
+        };
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().unwrap();
+        let base = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while reqwest::get(format!("{base}/healthz")).await.is_err() {
+            assert!(Instant::now() < deadline, "gymapi serve did not answer on {base}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Self { child, base }
+    }
+
+    /// A keyed `POST /members`: its status, whether it was replayed, its body; `None` when the
+    /// connection broke (the server died).
+    async fn create(&self, gym: &Gym, key: &str) -> Option<(u16, bool, Value)> {
+        let r = reqwest::Client::new()
+            .post(format!("{}/api/v1/members", self.base))
+            .bearer_auth(&gym.live_key)
+            .header("Idempotency-Key", key)
+            .json(&json!({"first_name": "Once", "last_name": "Only", "email": "once@example.com"}))
+            .send()
+            .await
+            .ok()?;
+        let status = r.status().as_u16();
+        let replayed = r.headers().get("idempotency-replayed").is_some_and(|v| v == "true");
+        Some((status, replayed, r.json().await.ok()?))
+    }
+
+    fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The gym's members named "Once", with their ids.
+async fn written(app: &TestApp, gym: &Gym) -> Vec<String> {
+    let members = app.get(&gym.live_key, "/members?search=once&per_page=100").await.body;
+    members["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap().to_string()).collect()
+}
+
+/// Killed between the commit of a keyed write and the store keeping its response: after the
+/// lease, the retry gets the first response, replayed, and the member exists once.
+#[tokio::test]
+async fn a_write_killed_after_its_commit_replays_after_the_lease() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Crash").await;
+    let mut crashing = Served::start(&app, &[("GYMAPI_TEST_CRASH", "after-keyed-commit")]).await;
+    assert!(crashing.create(&gym, "crash-1").await.is_none(), "the server answered instead of dying");
+    let died = crashing.child.wait().unwrap();
+    assert!(!died.success(), "{died:?}");
+    drop(crashing);
+    let ids = written(&app, &gym).await;
+    assert_eq!(ids.len(), 1, "the write committed before the crash");
+
+    let server = Served::start(&app, &[]).await;
+    if app.redis_url.is_some() {
+        // Redis still holds the key for the dead request's lease.
+        let (status, _, body) = server.create(&gym, "crash-1").await.unwrap();
+        assert_eq!((status, body["error"]["type"].as_str()), (409, Some("idempotency_conflict")));
+    }
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let (status, replayed, body) = server.create(&gym, "crash-1").await.unwrap();
+    assert_eq!((status, replayed), (201, true), "{body}");
+    assert_eq!(body["id"].as_str(), Some(ids[0].as_str()));
+    assert_eq!(written(&app, &gym).await, ids, "written once");
+    server.stop();
+}
+
+/// The store forgets every kept response (Redis flushed): a repeat still replays, from the
+/// database, and writes nothing.
+#[tokio::test]
+async fn a_flushed_store_still_replays_from_the_database() {
+    let app = TestApp::spawn().await;
+    let Some(redis) = app.redis_url.clone() else {
+        eprintln!("skipped: needs TEST_REDIS_URL (the restart test covers the embedded default)");
+        return;
+    };
+    let gym = app.gym("Flush").await;
+    let server = Served::start(&app, &[]).await;
+    let (status, replayed, first) = server.create(&gym, "flush-1").await.unwrap();
+    assert_eq!((status, replayed), (201, false), "{first}");
+
+    let client = redis::Client::open(redis).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> =
+        redis::cmd("KEYS").arg(format!("{}*", app.redis_prefix)).query_async(&mut conn).await.unwrap();
+    assert!(keys.iter().any(|k| k.contains("idem:")), "{keys:?}");
+    let _: () = redis::cmd("DEL").arg(&keys).query_async(&mut conn).await.unwrap();
+
+    let (status, replayed, again) = server.create(&gym, "flush-1").await.unwrap();
+    assert_eq!((status, replayed), (201, true), "{again}");
+    assert_eq!(again, first);
+    assert_eq!(written(&app, &gym).await.len(), 1);
+    server.stop();
+}
+
+/// The embedded default keeps its kept responses in process: a restart forgets them, the
+/// database does not.
+#[tokio::test]
+async fn a_restarted_server_still_replays() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Restart").await;
+    let server = Served::start(&app, &[]).await;
+    let (status, replayed, first) = server.create(&gym, "restart-1").await.unwrap();
+    assert_eq!((status, replayed), (201, false), "{first}");
+    server.stop();
+
+    let server = Served::start(&app, &[]).await;
+    let (status, replayed, again) = server.create(&gym, "restart-1").await.unwrap();
+    assert_eq!((status, replayed), (201, true), "{again}");
+    assert_eq!(again, first);
+    assert_eq!(written(&app, &gym).await.len(), 1);
+    // Another body under the same key is still refused.
+    let other = reqwest::Client::new()
+        .post(format!("{}/api/v1/members", server.base))
+        .bearer_auth(&gym.live_key)
+        .header("Idempotency-Key", "restart-1")
+        .json(&json!({"first_name": "Someone", "last_name": "Else"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 422);
+    server.stop();
+}
