@@ -18,7 +18,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use gymapi::limits::{Admission, Budget, Decision, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse};
+use gymapi::limits::{
+    Admission, Budget, Decision, IdempotencyAsk, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse,
+};
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
 use support::{database, ms, percentile, serve, throughput};
 
@@ -30,17 +32,23 @@ impl Store for NoStore {
     async fn hit(&self, _: &str, policy: RatePolicy) -> Result<Decision, StoreError> {
         Ok(Decision::fail_open(policy))
     }
-    async fn admit(&self, _: &str, _: Budget, _: RatePolicy) -> Result<Admission, StoreError> {
+    async fn admit(
+        &self,
+        _: &str,
+        _: Budget,
+        _: RatePolicy,
+        _: Option<IdempotencyAsk<'_>>,
+    ) -> Result<Admission, StoreError> {
         Ok(Admission::Unknown)
     }
     async fn admit_resolved(
         &self,
         _: &str,
         _: Option<(&str, Duration)>,
-        _: Budget,
-        policy: RatePolicy,
-    ) -> Result<Decision, StoreError> {
-        Ok(Decision::fail_open(policy))
+        (_, policy): (Budget, RatePolicy),
+        ask: Option<IdempotencyAsk<'_>>,
+    ) -> Result<(Decision, Option<IdempotencyState>), StoreError> {
+        Ok((Decision::fail_open(policy), ask.map(|_| IdempotencyState::Started)))
     }
     async fn forget_grants(&self, _: &[String]) -> Result<(), StoreError> {
         Ok(())

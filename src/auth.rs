@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::{
     context::{Environment, Tenant},
     errors::ApiError,
-    limits::{Admission, Budget, Decision, GRANT_TTL, RatePolicy, Store},
+    limits::{Admission, Budget, Decision, GRANT_TTL, IdempotencyAsk, IdempotencyState, RatePolicy, Store},
 };
 
 pub const LIVE_PREFIX: &str = "svc_live_";
@@ -84,6 +84,8 @@ struct KeyRow {
     timezone: String,
     sandbox_id: Option<Uuid>,
     sandbox_timezone: Option<String>,
+    first_facility_id: Option<Uuid>,
+    sandbox_first_facility_id: Option<Uuid>,
 }
 
 /// Whether a subscription in this state blocks requests (402): unpaid, or past due beyond the end of
@@ -129,11 +131,13 @@ pub struct Admitted {
     pub decision: Decision,
     /// The key was rolled: integrations keep it through the grace period, devices do not.
     pub retiring: bool,
+    /// The keyed write's first step, when one was asked for and the store took it.
+    pub idempotency: Option<IdempotencyState>,
 }
 
-impl From<(Grant, Decision)> for Admitted {
-    fn from((grant, decision): (Grant, Decision)) -> Self {
-        Self { tenant: grant.tenant, licence: grant.licence, decision, retiring: grant.retiring }
+impl From<(Grant, Decision, Option<IdempotencyState>)> for Admitted {
+    fn from((grant, decision, idempotency): (Grant, Decision, Option<IdempotencyState>)) -> Self {
+        Self { tenant: grant.tenant, licence: grant.licence, decision, retiring: grant.retiring, idempotency }
     }
 }
 
@@ -145,25 +149,25 @@ impl From<(Grant, Decision)> for Admitted {
 /// open: keys come from the database and requests are allowed.
 pub async fn admit(
     db: &DatabaseConnection,
-    store: &dyn Store,
-    resolutions: &Resolutions,
+    (store, resolutions): (&dyn Store, &Resolutions),
     key: Option<&str>,
     (budget, policy): (Budget, RatePolicy),
+    ask: Option<IdempotencyAsk<'_>>,
     now: DateTime<Utc>,
 ) -> Result<Admitted, ApiError> {
     let key = key.ok_or(ApiError::Unauthorized)?;
     let env = parse_key(key).ok_or(ApiError::Unauthorized)?;
     let fp = fingerprint(key);
-    let counted = match store.admit(&fp, budget, policy).await {
-        Ok(Admission::Granted { grant, decision }) => match serde_json::from_str::<Grant>(&grant) {
-            Ok(g) if g.valid_until.is_none_or(|t| t > now) => return Ok((g, decision).into()),
+    let counted = match store.admit(&fp, budget, policy, ask).await {
+        Ok(Admission::Granted { grant, decision, idempotency }) => match serde_json::from_str::<Grant>(&grant) {
+            Ok(g) if g.valid_until.is_none_or(|t| t > now) => return Ok((g, decision, idempotency).into()),
             // Past its time on this instance's clock, or unreadable: resolve it again.
-            _ => Some(decision),
+            _ => Some((decision, idempotency)),
         },
         Ok(Admission::Unknown) => None,
         Err(e) => {
             tracing::warn!(error = %e, store = store.name(), "key cache and limiter unavailable; request allowed");
-            Some(Decision::fail_open(policy))
+            Some((Decision::fail_open(policy), None))
         }
     };
     let grant = resolutions
@@ -172,22 +176,23 @@ pub async fn admit(
             async move { resolve(&db, env, &fingerprint, now).await }
         })
         .await?;
-    if let Some(decision) = counted {
-        return Ok((grant, decision).into());
+    if let Some((decision, idempotency)) = counted {
+        return Ok((grant, decision, idempotency).into());
     }
     let ttl = match grant.valid_until {
         Some(t) => (t - now).to_std().unwrap_or_default().min(GRANT_TTL),
         None => GRANT_TTL,
     };
     let cached = serde_json::to_string(&grant).ok().filter(|_| ttl >= std::time::Duration::from_millis(1));
-    let decision = match store.admit_resolved(&fp, cached.as_deref().map(|g| (g, ttl)), budget, policy).await {
-        Ok(d) => d,
+    let grant_ttl = cached.as_deref().map(|g| (g, ttl));
+    let (decision, idempotency) = match store.admit_resolved(&fp, grant_ttl, (budget, policy), ask).await {
+        Ok(counted) => counted,
         Err(e) => {
             tracing::warn!(error = %e, store = store.name(), "rate limiter unavailable; request allowed");
-            Decision::fail_open(policy)
+            (Decision::fail_open(policy), None)
         }
     };
-    Ok((grant, decision).into())
+    Ok((grant, decision, idempotency).into())
 }
 
 /// Keys being resolved from the database, one query per key at a time: requests that arrive
@@ -285,7 +290,10 @@ async fn resolve(
         "SELECT k.id AS key_id, k.gym_id, k.environment, k.expires_at, k.revoked_at, \
          g.parent_gym_id AS gym_parent_id, g.api_access, g.device_access, g.subscription_status, g.grace_ends_at, \
          g.timezone, \
-         s.id AS sandbox_id, s.timezone AS sandbox_timezone \
+         s.id AS sandbox_id, s.timezone AS sandbox_timezone, \
+         (SELECT f.id FROM facilities f WHERE f.gym_id = g.id ORDER BY f.created_at, f.id LIMIT 1) AS first_facility_id, \
+         (SELECT f.id FROM facilities f WHERE f.gym_id = s.id ORDER BY f.created_at, f.id LIMIT 1) \
+         AS sandbox_first_facility_id \
          FROM api_keys k JOIN gyms g ON g.id = k.gym_id LEFT JOIN gyms s ON s.parent_gym_id = g.id \
          WHERE k.fingerprint = ?",
     );
@@ -300,10 +308,10 @@ async fn resolve(
     if stored_env != env || retired || revoked || row.gym_parent_id.is_some() {
         return Err(ApiError::Unauthorized);
     }
-    let (gym_id, timezone) = match env {
-        Environment::Live => (row.gym_id, row.timezone),
+    let (gym_id, timezone, first_facility_id) = match env {
+        Environment::Live => (row.gym_id, row.timezone, row.first_facility_id),
         Environment::Test => match row.sandbox_id {
-            Some(id) => (id, row.sandbox_timezone.unwrap_or(row.timezone)),
+            Some(id) => (id, row.sandbox_timezone.unwrap_or(row.timezone), row.sandbox_first_facility_id),
             None => return Err(ApiError::Unauthorized),
         },
     };
@@ -314,7 +322,14 @@ async fn resolve(
     let grace_end = if row.subscription_status == SubscriptionStatus::Active { None } else { row.grace_ends_at };
     let valid_until = [row.expires_at, grace_end].into_iter().flatten().min();
     Ok(Grant {
-        tenant: Tenant { gym_id, owner_gym_id: row.gym_id, key_id: row.key_id, environment: env, timezone },
+        tenant: Tenant {
+            gym_id,
+            owner_gym_id: row.gym_id,
+            key_id: row.key_id,
+            environment: env,
+            timezone,
+            first_facility_id,
+        },
         licence: Licence { api: row.api_access, devices: row.device_access },
         valid_until,
         retiring: row.expires_at.is_some(),
@@ -406,6 +421,7 @@ mod tests {
                 key_id: Uuid::now_v7(),
                 environment: Environment::Live,
                 timezone: "UTC".into(),
+                first_facility_id: None,
             },
             licence: Licence { api: true, devices: true },
             valid_until: None,

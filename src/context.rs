@@ -17,6 +17,11 @@ pub struct Tenant {
     pub environment: Environment,
     /// The IANA time zone of the gym.
     pub timezone: String,
+    /// The gym's first facility, where a member created without one goes (facilities are never
+    /// removed, so the first stays the first). Resolved with the key; `None` when the gym had none
+    /// then, or from a grant cached before it was kept.
+    #[serde(default)]
+    pub first_facility_id: Option<Uuid>,
 }
 
 /// Per-request context for handlers.

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use entity::{member, states::MemberStatus};
-use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, Statement};
 use uuid::Uuid;
 
 use crate::{
@@ -168,6 +168,14 @@ pub enum Change {
 /// matches may have changed. Every writer of members calls this; nothing else writes them (a bulk
 /// rebuild is `counters::recount`).
 pub async fn count(db: &impl ConnectionTrait, gym_id: Uuid, change: Change) -> Result<(), DbErr> {
+    if let Some(statement) = count_statement(db.get_database_backend(), gym_id, change) {
+        db.execute(statement).await?;
+    }
+    Ok(())
+}
+
+/// The statement of [`count`], for a [`crate::db::Writes`].
+pub fn count_statement(backend: DbBackend, gym_id: Uuid, change: Change) -> Option<Statement> {
     let mut deltas: Vec<(String, i64)> = Vec::new();
     let bump = match change {
         Change::Added(statuses) => {
@@ -190,7 +198,7 @@ pub async fn count(db: &impl ConnectionTrait, gym_id: Uuid, change: Change) -> R
     if bump {
         deltas.extend(MEMBER_ROWS.written());
     }
-    counters::add_many(db, gym_id, &deltas).await
+    counters::add_many_statement(backend, gym_id, &deltas)
 }
 
 /// A member as the API returns it.
@@ -263,6 +271,22 @@ pub async fn check(db: &impl ConnectionTrait, gym_id: Uuid, claims: Claims<'_>) 
         }
     }
     errors.into_result()
+}
+
+/// A write of a member that the database refused, as the client should hear it: when a unique
+/// key or the facility's foreign key refused it, the 422 of [`check`] (every problem at once, read
+/// now, `db` outside the refused transaction), else the error itself. Writers insert first and
+/// check only then: a write that breaks no rule costs no reads.
+pub async fn refused(db: &impl ConnectionTrait, gym_id: Uuid, claims: Claims<'_>, err: DbErr) -> ApiError {
+    use sea_orm::SqlErr;
+    if !matches!(err.sql_err(), Some(SqlErr::UniqueConstraintViolation(_) | SqlErr::ForeignKeyConstraintViolation(_))) {
+        return err.into();
+    }
+    match check(db, gym_id, claims).await {
+        Err(problems) => problems,
+        // Gone again by now (a concurrent write rolled back): name what the database named.
+        Ok(()) => taken(err),
+    }
 }
 
 /// The 422 message of an email another member of the gym holds.

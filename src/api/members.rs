@@ -3,7 +3,8 @@
 use entity::member;
 use poem_openapi::types::MaybeUndefined;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait, QueryFilter,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait, QueryFilter, QueryTrait,
+    TryIntoModel,
     sea_query::{Expr, LikeExpr, Query, SimpleExpr},
 };
 use uuid::Uuid;
@@ -19,11 +20,12 @@ use crate::{
         self,
         search_totals::{self, Search},
     },
+    db::Writes,
     errors::ApiError,
     members::{self, Change, Claims, Edit, Edited, NewMember},
     pagination::Page,
     records::{now, rfc3339},
-    webhooks::EventType,
+    webhooks::{self, EventType},
 };
 
 const KIND: &str = "member";
@@ -188,10 +190,7 @@ impl MembersApi for Handlers {
         let email = b.email.take().map(|e| e.0);
         let facility_id = b.facility_id.take();
         let access_card = b.access_card.take();
-        let claims =
-            Claims { email: email.as_deref(), access_card: access_card.as_deref(), facility_id, ..Claims::default() };
-        members::check(self.db(), gym_id, claims).await?;
-        let facility_id = match facility_id {
+        let facility = match facility_id.or(ctx.tenant.first_facility_id) {
             Some(id) => id,
             None => {
                 accounts::first_facility(self.db(), gym_id)
@@ -204,22 +203,37 @@ impl MembersApi for Handlers {
         let new = NewMember {
             first_name: b.first_name,
             last_name: b.last_name,
-            email,
+            email: email.clone(),
             phone: b.phone.take(),
             gender: b.gender.take(),
             date_of_birth: b.date_of_birth.take().map(|d| d.0),
             city: b.city.take(),
             country: b.country.take(),
             status,
-            facility_id,
-            access_card,
+            facility_id: facility,
+            access_card: access_card.clone(),
             legacy_id: None,
         };
+        let row = members::row(gym_id, new, now());
+        let member = members::record(row.clone().try_into_model()?);
+        // Written first, checked only if the database refuses it (`members::refused`).
         let txn = crate::db::begin_writing(self.db()).await?;
-        let model = members::row(gym_id, new, now()).insert(&txn).await.map_err(members::taken)?;
-        members::count(&txn, gym_id, Change::Added(vec![status])).await?;
-        let member = members::record(model);
-        let queued = members::announce(&txn, gym_id, EventType::MemberCreated, &member).await?;
+        let backend = txn.get_database_backend();
+        let mut writes = Writes::new();
+        writes.push(member::Entity::insert(row).build(backend));
+        writes.extend(members::count_statement(backend, gym_id, Change::Added(vec![status])));
+        let data = poem_openapi::types::ToJSON::to_json(&member).unwrap_or_default();
+        let queued = webhooks::emit_with(&txn, &mut writes, gym_id, EventType::MemberCreated, data).await?;
+        if let Err(e) = writes.run(&txn).await {
+            drop(txn);
+            let claims = Claims {
+                email: email.as_deref(),
+                access_card: access_card.as_deref(),
+                facility_id,
+                ..Claims::default()
+            };
+            return Err(members::refused(self.db(), gym_id, claims, e).await);
+        }
         txn.commit().await.map_err(members::taken)?;
         if queued {
             self.state.webhooks.notify_one();

@@ -2,7 +2,8 @@
 //! system calls and a wake-up, more than most of a transaction's statements cost to run; the
 //! statements of a [`Writes`] go as one: every statement but the last becomes a data-modifying
 //! `WITH` part of the last, which PostgreSQL runs exactly once each, whether or not anything reads
-//! them. On SQLite (in process, no round trip) they run one after the other.
+//! them. On SQLite each statement is handed to the connection's own thread and its answer handed
+//! back, two thread switches; the statements go as one text, which SQLite runs one after the other.
 
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, Statement, Value};
 
@@ -40,18 +41,34 @@ impl Writes {
         self.statements.is_empty()
     }
 
-    /// Runs the statements on `db`, in one round trip on PostgreSQL.
+    /// Runs the statements on `db`, in one call.
     pub async fn run(self, db: &impl ConnectionTrait) -> Result<(), DbErr> {
-        let backend = db.get_database_backend();
-        if backend != DbBackend::Postgres || self.statements.len() < 2 {
-            for statement in self.statements {
-                db.execute(statement).await?;
-            }
-            return Ok(());
-        }
-        db.execute(combined(self.statements)).await?;
+        let mut statements = self.statements;
+        let statement = match (db.get_database_backend(), statements.len()) {
+            (_, 0) => return Ok(()),
+            (_, 1) => statements.remove(0),
+            (DbBackend::Postgres, _) => combined(statements),
+            (backend, _) => in_sequence(backend, statements),
+        };
+        db.execute(statement).await?;
         Ok(())
     }
+}
+
+/// The statements one after the other in one text, their values in order: SQLite runs such a text
+/// statement by statement, each taking the values of its own `?` (one hand-over to its connection's
+/// thread instead of one per statement).
+fn in_sequence(backend: DbBackend, statements: Vec<Statement>) -> Statement {
+    let mut sql = String::new();
+    let mut values: Vec<Value> = Vec::new();
+    for statement in statements {
+        if !sql.is_empty() {
+            sql.push_str("; ");
+        }
+        sql.push_str(&statement.sql);
+        values.extend(statement.values.map(|v| v.0).unwrap_or_default());
+    }
+    Statement::from_sql_and_values(backend, sql, values)
 }
 
 /// `WITH w0 AS (s0), w1 AS (s1), … s_last`, each statement's `$n` moved past the values of those
@@ -113,6 +130,28 @@ mod tests {
         assert_eq!(shift_placeholders("a = $1 AND b = $12", 3), "a = $4 AND b = $15");
         assert_eq!(shift_placeholders("x = '$1' AND \"$2\" = $2", 10), "x = '$1' AND \"$2\" = $12");
         assert_eq!(shift_placeholders("a = $1", 0), "a = $1");
+    }
+
+    /// SQLite runs the statements of one text in order, each with the values of its own `?`.
+    #[tokio::test]
+    async fn sqlite_runs_the_statements_in_order_with_their_values() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("w.db").display());
+        let db = crate::db::connect(&url).await?;
+        db.execute_unprepared("CREATE TABLE t (a INTEGER, b TEXT)").await?;
+        let lite = |sql: &str, values: Vec<Value>| Statement::from_sql_and_values(DbBackend::Sqlite, sql, values);
+        let mut writes = Writes::new();
+        writes.push(lite("INSERT INTO t (a, b) VALUES (?, ?)", vec![1.into(), "x".into()]));
+        writes.push(lite("INSERT INTO t (a, b) VALUES (?, ?)", vec![2.into(), "y".into()]));
+        writes.push(lite("UPDATE t SET b = ? WHERE a = ?", vec!["z".into(), 2.into()]));
+        writes.run(&db).await?;
+        let rows = db.query_all(Statement::from_string(DbBackend::Sqlite, "SELECT a, b FROM t ORDER BY a")).await?;
+        let got = rows
+            .iter()
+            .map(|r| Ok((r.try_get_by_index::<i32>(0)?, r.try_get_by_index::<String>(1)?)))
+            .collect::<Result<Vec<_>, DbErr>>()?;
+        assert_eq!(got, [(1, "x".to_string()), (2, "z".to_string())]);
+        Ok(())
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::{
 use std::time::Duration;
 
 use super::{
-    Admission, Budget, Decision, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse,
+    Admission, Budget, Decision, IdempotencyAsk, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse,
     replays::{Completed, Replays, digest},
     retry_after_secs,
 };
@@ -86,7 +86,13 @@ impl MemoryStore {
 impl Store for MemoryStore {
     /// Keeps no key cache: the embedded default's database is a local file, and the operators' CLI,
     /// another process, revokes keys in it, which a cache in this process would not hear of.
-    async fn admit(&self, _fingerprint: &str, _budget: Budget, _policy: RatePolicy) -> Result<Admission, StoreError> {
+    async fn admit(
+        &self,
+        _fingerprint: &str,
+        _budget: Budget,
+        _policy: RatePolicy,
+        _ask: Option<IdempotencyAsk<'_>>,
+    ) -> Result<Admission, StoreError> {
         Ok(Admission::Unknown)
     }
 
@@ -94,13 +100,18 @@ impl Store for MemoryStore {
         &self,
         fingerprint: &str,
         _grant: Option<(&str, Duration)>,
-        budget: Budget,
-        policy: RatePolicy,
-    ) -> Result<Decision, StoreError> {
-        match budget {
-            Budget::Integration => self.hit(fingerprint, policy).await,
-            _ => self.hit(&format!("{fingerprint}{}", budget.suffix()), policy).await,
-        }
+        (budget, policy): (Budget, RatePolicy),
+        ask: Option<IdempotencyAsk<'_>>,
+    ) -> Result<(Decision, Option<IdempotencyState>), StoreError> {
+        let decision = match budget {
+            Budget::Integration => self.hit(fingerprint, policy).await?,
+            _ => self.hit(&format!("{fingerprint}{}", budget.suffix()), policy).await?,
+        };
+        let begun = match ask.filter(|_| decision.allowed) {
+            Some(ask) => Some(self.idempotency_begin(ask.key, ask.fingerprint, ask.lock).await?),
+            None => None,
+        };
+        Ok((decision, begun))
     }
 
     async fn forget_grants(&self, _fingerprints: &[String]) -> Result<(), StoreError> {

@@ -74,10 +74,21 @@ pub enum StoreError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Admission {
     /// The key's grant (the tenant it resolved to, as JSON) was cached, and the request has been
-    /// counted against the key's limit in the same round trip.
-    Granted { grant: String, decision: Decision },
+    /// counted against the key's limit in the same round trip; with its `Idempotency-Key` begun
+    /// when one was asked for and the request is allowed.
+    Granted { grant: String, decision: Decision, idempotency: Option<IdempotencyState> },
     /// Nothing cached: the key must be resolved, and then counted with `admit_resolved`.
     Unknown,
+}
+
+/// A keyed write's first step, taken in the round trip that admits its request (when the request
+/// is allowed): `Store::idempotency_begin` on `key` with `fingerprint`, for `lock`. The key must
+/// begin with the API key's fingerprint and a `:` (the store keeps both on one Redis Cluster slot).
+#[derive(Clone, Copy, Debug)]
+pub struct IdempotencyAsk<'a> {
+    pub key: &'a str,
+    pub fingerprint: &'a str,
+    pub lock: Duration,
 }
 
 /// A response kept for replay: what the client saw, byte for byte.
@@ -136,20 +147,28 @@ pub trait Store: Send + Sync + 'static {
     /// refused requests are not counted).
     async fn hit(&self, bucket: &str, policy: RatePolicy) -> Result<Decision, StoreError>;
 
-    /// The key cache and the limiter in one round trip: the grant cached for the key with this
-    /// fingerprint and, when there is one, the request counted against `policy` in the key's
-    /// `budget`. Nothing is counted for an unknown key.
-    async fn admit(&self, fingerprint: &str, budget: Budget, policy: RatePolicy) -> Result<Admission, StoreError>;
+    /// The key cache, the limiter and a keyed write's first step in one round trip: the grant
+    /// cached for the key with this fingerprint and, when there is one, the request counted against
+    /// `policy` in the key's `budget`, and `ask` begun if the request is allowed. Nothing is counted
+    /// or begun for an unknown key.
+    async fn admit(
+        &self,
+        fingerprint: &str,
+        budget: Budget,
+        policy: RatePolicy,
+        ask: Option<IdempotencyAsk<'_>>,
+    ) -> Result<Admission, StoreError>;
 
     /// Counts a request of a key just resolved from the database in its `budget`, caching its
-    /// grant for `ttl` when one is given (in the same round trip).
+    /// grant for `ttl` when one is given, and begins `ask` if the request is allowed (in the same
+    /// round trip).
     async fn admit_resolved(
         &self,
         fingerprint: &str,
         grant: Option<(&str, Duration)>,
-        budget: Budget,
-        policy: RatePolicy,
-    ) -> Result<Decision, StoreError>;
+        (budget, policy): (Budget, RatePolicy),
+        ask: Option<IdempotencyAsk<'_>>,
+    ) -> Result<(Decision, Option<IdempotencyState>), StoreError>;
 
     /// Drops the cached grants of these keys: after a revoke, a roll, or a change to their gym.
     async fn forget_grants(&self, fingerprints: &[String]) -> Result<(), StoreError>;

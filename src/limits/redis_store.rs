@@ -6,8 +6,8 @@ use std::time::Duration;
 use redis::{Script, aio::ConnectionManager};
 
 use super::{
-    Admission, Budget, Decision, IdempotencyRecord, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse,
-    retry_after_secs,
+    Admission, Budget, Decision, IdempotencyAsk, IdempotencyRecord, IdempotencyState, RatePolicy, Store, StoreError,
+    StoredResponse, retry_after_secs,
 };
 
 /// Sliding log in a stream (`XADD` with Redis's own clock for the entry IDs, so instances with
@@ -41,9 +41,12 @@ end
 const HIT: &str = "local bucket = KEYS[1]";
 const HIT_TAIL: &str = "return {allowed, remaining, wait}";
 
-/// KEYS[1] the key's grant, KEYS[2] its bucket; ARGV[3] `get` or `set`, ARGV[4] the grant to cache
-/// (empty: none), ARGV[5] its time to live in ms. `get` counts nothing when no grant is cached.
-/// Returns {allowed, remaining, wait_ms, grant}; allowed is -1 for "no grant cached".
+/// KEYS[1] the key's grant, KEYS[2] its bucket, KEYS[3] an idempotency key (ignored when ARGV[6]
+/// is empty); ARGV[3] `get` or `set`, ARGV[4] the grant to cache (empty: none), ARGV[5] its time
+/// to live in ms, ARGV[6] the request's fingerprint for KEYS[3] (empty: no keyed write), ARGV[7]
+/// its lock in ms. `get` counts and begins nothing when no grant is cached.
+/// Returns {allowed, remaining, wait_ms, grant, idempotency state, record}; allowed is -1 for "no
+/// grant cached"; the state is empty when nothing was begun (see IDEMPOTENCY_BEGIN).
 ///
 /// A forgotten key holds an empty grant (a tombstone) for the longest a grant lives, and `set`
 /// never replaces one (NX): a request that read the key from the database just before a revoke
@@ -53,26 +56,38 @@ local bucket = KEYS[2]
 local grant = ''
 if ARGV[3] == 'get' then
   grant = redis.call('GET', KEYS[1])
-  if not grant or grant == '' then return {-1, 0, 0, ''} end
+  if not grant or grant == '' then return {-1, 0, 0, '', '', ''} end
 elseif ARGV[4] ~= '' then
   redis.call('SET', KEYS[1], ARGV[4], 'PX', ARGV[5], 'NX')
 end
 "#;
-const ADMIT_TAIL: &str = "return {allowed, remaining, wait, grant}";
-
-/// Reserves an unknown key (for ARGV[2] ms) or reports what it holds. The record is JSON:
-/// {"fingerprint": ..., "response": null | {...}}. Returns {state, record-or-empty}.
-const IDEMPOTENCY_BEGIN: &str = r#"
-local v = redis.call('GET', KEYS[1])
-if not v then
-  redis.call('SET', KEYS[1], cjson.encode({fingerprint = ARGV[1]}), 'PX', ARGV[2])
-  return {'started', ''}
+const ADMIT_TAIL: &str = r#"
+local state, record = '', ''
+if allowed == 1 and ARGV[6] ~= '' then
+  state, record = begin(KEYS[3], ARGV[6], ARGV[7])
 end
-local record = cjson.decode(v)
-if record.fingerprint ~= ARGV[1] then return {'mismatch', ''} end
-if record.response == nil or record.response == cjson.null then return {'running', ''} end
-return {'replay', v}
+return {allowed, remaining, wait, grant, state, record}
 "#;
+
+/// `begin(key, fingerprint, lock_ms)`: reserves an unknown key (for lock_ms) or reports what it
+/// holds. The record is JSON: {"fingerprint": ..., "response": null | {...}}. Returns the state
+/// (`started`, `running`, `mismatch`, `replay`) and, for `replay`, the record.
+const BEGIN_FN: &str = r#"
+local function begin(key, fingerprint, lock)
+  local v = redis.call('GET', key)
+  if not v then
+    redis.call('SET', key, cjson.encode({fingerprint = fingerprint}), 'PX', lock)
+    return 'started', ''
+  end
+  local record = cjson.decode(v)
+  if record.fingerprint ~= fingerprint then return 'mismatch', '' end
+  if record.response == nil or record.response == cjson.null then return 'running', '' end
+  return 'replay', v
+end
+"#;
+
+/// KEYS[1] the idempotency key, ARGV[1] the fingerprint, ARGV[2] the lock in ms.
+const IDEMPOTENCY_BEGIN: &str = "local state, record = begin(KEYS[1], ARGV[1], ARGV[2])\nreturn {state, record}";
 
 pub struct RedisStore {
     conn: ConnectionManager,
@@ -99,8 +114,8 @@ impl RedisStore {
         let store = Self {
             conn,
             script: Script::new(&format!("{HIT}\n{SLIDING_LOG}\n{HIT_TAIL}")),
-            admit: Script::new(&format!("{ADMIT}\n{SLIDING_LOG}\n{ADMIT_TAIL}")),
-            begin: Script::new(IDEMPOTENCY_BEGIN),
+            admit: Script::new(&format!("{BEGIN_FN}\n{ADMIT}\n{SLIDING_LOG}\n{ADMIT_TAIL}")),
+            begin: Script::new(&format!("{BEGIN_FN}\n{IDEMPOTENCY_BEGIN}")),
             prefix: prefix.to_string(),
             timeout,
         };
@@ -129,27 +144,31 @@ impl RedisStore {
     async fn run_admit(
         &self,
         fingerprint: &str,
-        mode: &str,
-        grant: Option<(&str, Duration)>,
+        (mode, grant): (&str, Option<(&str, Duration)>),
         (budget, policy): (Budget, RatePolicy),
-    ) -> Result<Option<(String, Decision)>, StoreError> {
+        ask: Option<IdempotencyAsk<'_>>,
+    ) -> Result<Option<(String, Decision, Option<IdempotencyState>)>, StoreError> {
         let mut conn = self.conn.clone();
         let mut invocation = self.admit.key(self.grant_key(fingerprint));
         // The budget's suffix after the hash tag: the grant and every budget of a key, one slot.
         invocation.key(format!("{}{}", self.bucket_key(fingerprint), budget.suffix()));
+        invocation.key(ask.map_or_else(|| self.grant_key(fingerprint), |a| self.idempotency_key(a.key)));
         let (value, ttl) = grant.unwrap_or(("", Duration::ZERO));
         invocation
             .arg(policy.limit)
             .arg(policy.window.as_millis() as u64)
             .arg(mode)
             .arg(value)
-            .arg(ttl.as_millis().max(1) as u64);
-        let (allowed, remaining, wait_ms, grant): (i64, i64, i64, String) =
+            .arg(ttl.as_millis().max(1) as u64)
+            .arg(ask.map_or("", |a| a.fingerprint))
+            .arg(ask.map_or(1, |a| a.lock.as_millis().max(1) as u64));
+        let (allowed, remaining, wait_ms, grant, state, record): (i64, i64, i64, String, String, String) =
             self.bounded(invocation.invoke_async(&mut conn)).await?;
         if allowed < 0 {
             return Ok(None);
         }
-        Ok(Some((grant, decision(policy, allowed, remaining, wait_ms))))
+        let begun = if state.is_empty() { None } else { Some(idempotency_state(&state, &record)?) };
+        Ok(Some((grant, decision(policy, allowed, remaining, wait_ms), begun)))
     }
 
     /// `<prefix>idem:{<scope>}:<rest>`: the tenant part of the key is the hash tag.
@@ -181,9 +200,15 @@ impl Store for RedisStore {
         Ok(decision(policy, allowed, remaining, wait_ms))
     }
 
-    async fn admit(&self, fingerprint: &str, budget: Budget, policy: RatePolicy) -> Result<Admission, StoreError> {
-        Ok(match self.run_admit(fingerprint, "get", None, (budget, policy)).await? {
-            Some((grant, decision)) => Admission::Granted { grant, decision },
+    async fn admit(
+        &self,
+        fingerprint: &str,
+        budget: Budget,
+        policy: RatePolicy,
+        ask: Option<IdempotencyAsk<'_>>,
+    ) -> Result<Admission, StoreError> {
+        Ok(match self.run_admit(fingerprint, ("get", None), (budget, policy), ask).await? {
+            Some((grant, decision, idempotency)) => Admission::Granted { grant, decision, idempotency },
             None => Admission::Unknown,
         })
     }
@@ -192,11 +217,11 @@ impl Store for RedisStore {
         &self,
         fingerprint: &str,
         grant: Option<(&str, Duration)>,
-        budget: Budget,
-        policy: RatePolicy,
-    ) -> Result<Decision, StoreError> {
-        match self.run_admit(fingerprint, "set", grant, (budget, policy)).await? {
-            Some((_, decision)) => Ok(decision),
+        (budget, policy): (Budget, RatePolicy),
+        ask: Option<IdempotencyAsk<'_>>,
+    ) -> Result<(Decision, Option<IdempotencyState>), StoreError> {
+        match self.run_admit(fingerprint, ("set", grant), (budget, policy), ask).await? {
+            Some((_, decision, begun)) => Ok((decision, begun)),
             None => Err(StoreError::Backend("the admit script answered no decision".into())),
         }
     }
@@ -226,19 +251,7 @@ impl Store for RedisStore {
         let mut invocation = self.begin.key(self.idempotency_key(key));
         invocation.arg(fingerprint).arg(lock.as_millis().max(1) as u64);
         let (state, record): (String, String) = self.bounded(invocation.invoke_async(&mut conn)).await?;
-        Ok(match state.as_str() {
-            "started" => IdempotencyState::Started,
-            "running" => IdempotencyState::Running,
-            "mismatch" => IdempotencyState::Mismatch,
-            _ => {
-                let record: IdempotencyRecord = serde_json::from_str(&record)
-                    .map_err(|e| StoreError::Backend(format!("corrupt idempotency record: {e}")))?;
-                match record.response {
-                    Some(r) => IdempotencyState::Replay(r),
-                    None => IdempotencyState::Running,
-                }
-            }
-        })
+        idempotency_state(&state, &record)
     }
 
     async fn idempotency_complete(
@@ -271,6 +284,23 @@ impl Store for RedisStore {
     fn name(&self) -> &'static str {
         "redis"
     }
+}
+
+/// What the begin step answered, as a state.
+fn idempotency_state(state: &str, record: &str) -> Result<IdempotencyState, StoreError> {
+    Ok(match state {
+        "started" => IdempotencyState::Started,
+        "running" => IdempotencyState::Running,
+        "mismatch" => IdempotencyState::Mismatch,
+        _ => {
+            let record: IdempotencyRecord = serde_json::from_str(record)
+                .map_err(|e| StoreError::Backend(format!("corrupt idempotency record: {e}")))?;
+            match record.response {
+                Some(r) => IdempotencyState::Replay(r),
+                None => IdempotencyState::Running,
+            }
+        }
+    })
 }
 
 /// The server's version from `INFO server`, when it is older than 6.2. A server that does not say

@@ -14,64 +14,134 @@ use crate::{
     context::RequestContext,
     contract::{Family, MAX_BODY_BYTES, RouteMatch},
     errors::{ApiError, NO_API_ACCESS_MESSAGE, NO_DEVICE_ACCESS_MESSAGE, to_json_error},
-    limits::{Budget, RatePolicy, records::RecordKey},
+    limits::{Budget, Decision, IdempotencyAsk, IdempotencyState, RatePolicy, records::RecordKey},
     state::AppState,
 };
 
 /// The gate of a family's base path, in the documented order (openapi.yaml, "Authentication"): key
 /// (401) → subscription (402) → the plan's licence of the family (403) → the family's rate limit
 /// (429) → route (404/405) → validation against the family's document (422). Only requests that
-/// pass every check reach the generated routes, with their `RequestContext`.
-pub async fn gate<E: Endpoint>(next: Arc<E>, req: Request, state: AppState, family: Family) -> poem::Result<Response> {
+/// pass every check reach the generated routes, with their `RequestContext`. A keyed write's key
+/// is begun in the store's round trip that admits the request, and freed if a later check refuses.
+pub async fn gate<E: Endpoint>(
+    next: Arc<E>,
+    mut req: Request,
+    state: AppState,
+    family: Family,
+) -> poem::Result<Response> {
     let key = auth::key_from_headers(req.headers());
     let budget = match family {
         Family::Integration => (Budget::Integration, RatePolicy::per_minute(state.config.rate_limit_per_minute)),
         Family::Devices => (Budget::Devices, RatePolicy::per_minute(state.config.device_rate_limit_per_minute)),
     };
     let now = crate::records::now();
-    let Admitted { tenant, licence, decision, retiring } =
-        match auth::admit(&state.db, &*state.store, &state.resolutions, key.as_deref(), budget, now).await {
+    let keyed = match &key {
+        Some(k) => Box::pin(prepare_keyed(&mut req, &state, family, k)).await,
+        None => None,
+    };
+    let ask = keyed.as_ref().map(|k| IdempotencyAsk {
+        key: &k.scope,
+        fingerprint: &k.fingerprint,
+        lock: state.config.idempotency_lock,
+    });
+    let stores = (&*state.store, &*state.resolutions);
+    let Admitted { tenant, licence, decision, retiring, idempotency } =
+        match auth::admit(&state.db, stores, key.as_deref(), budget, ask, now).await {
             Ok(admitted) => admitted,
             Err(e) => return Ok(e.as_response()),
         };
-    // A rolled key stops its devices at once: the companion app signs in with the new key.
-    if retiring && family == Family::Devices {
-        return Ok(ApiError::Unauthorized.as_response());
-    }
-    let unlicensed = match family {
-        Family::Integration => (!licence.api).then_some(NO_API_ACCESS_MESSAGE),
-        Family::Devices => (!licence.devices).then_some(NO_DEVICE_ACCESS_MESSAGE),
+    let mut begun = keyed.map(|k| (k, idempotency));
+    let mut response = match refusal(family, licence, retiring, decision) {
+        Some(refused) => refused,
+        None => {
+            state.last_used.touch(&state.db, tenant.key_id);
+            state.usage.record(tenant.owner_gym_id, tenant.key_id);
+            Box::pin(route(next, req, &state, tenant, family, &mut begun)).await
+        }
     };
-    if let Some(message) = unlicensed {
-        return Ok(ApiError::Forbidden(message.into()).as_response());
+    // Refused before its handler: a key the store began for this request is free again.
+    if let Some((k, Some(IdempotencyState::Started))) = begun {
+        if let Err(e) = state.store.idempotency_abort(&k.scope).await {
+            tracing::warn!(error = %e, "could not free an idempotency key after a refusal");
+        }
     }
-    state.last_used.touch(&state.db, tenant.key_id);
-    state.usage.record(tenant.owner_gym_id, tenant.key_id);
-    let mut response = if decision.allowed {
-        Box::pin(route(next, req, &state, tenant, family)).await
-    } else {
-        ApiError::RateLimited { retry_after_secs: decision.retry_after_secs }.as_response()
-    };
     let headers = response.headers_mut();
     headers.insert("x-ratelimit-limit", HeaderValue::from(decision.limit));
     headers.insert("x-ratelimit-remaining", HeaderValue::from(decision.remaining));
     Ok(response)
 }
 
-/// Finds the operation of the family's document, validates the request against it, and calls it.
+/// The refusals after admission, in their order: a rolled key on the device API (401), the plan's
+/// licence of the family (403), the rate limit (429).
+fn refusal(family: Family, licence: auth::Licence, retiring: bool, decision: Decision) -> Option<Response> {
+    // A rolled key stops its devices at once: the companion app signs in with the new key.
+    if retiring && family == Family::Devices {
+        return Some(ApiError::Unauthorized.as_response());
+    }
+    let unlicensed = match family {
+        Family::Integration => (!licence.api).then_some(NO_API_ACCESS_MESSAGE),
+        Family::Devices => (!licence.devices).then_some(NO_DEVICE_ACCESS_MESSAGE),
+    };
+    if let Some(message) = unlicensed {
+        return Some(ApiError::Forbidden(message.into()).as_response());
+    }
+    (!decision.allowed).then(|| ApiError::RateLimited { retry_after_secs: decision.retry_after_secs }.as_response())
+}
+
+/// A keyed write as known before its request is admitted: the operation is marked idempotent and
+/// the request carries `Idempotency-Key`. Its body is read now (the fingerprint needs it) and kept
+/// for the route, which reads it as if it had not been.
+struct Prepared {
+    /// Where the store keeps the key: the API key's fingerprint and the key's digest.
+    scope: String,
+    key_digest: String,
+    fingerprint: String,
+}
+
+/// The body read before admission, for [`route`].
+#[derive(Clone)]
+struct PreRead(Result<Bytes, ()>);
+
+async fn prepare_keyed(req: &mut Request, state: &AppState, family: Family, api_key: &str) -> Option<Prepared> {
+    let idempotency_key = req.headers().get(IDEMPOTENCY_KEY)?.to_str().ok()?.to_string();
+    let path = req.uri().path().to_string();
+    let RouteMatch::Operation(op) = state.contract(family).route(req.method(), &path) else { return None };
+    if !op.idempotent {
+        return None;
+    }
+    let mut body = Bytes::new();
+    if op.has_body() {
+        let read = req.take_body().into_bytes_limit(MAX_BODY_BYTES).await.map_err(|_| ());
+        body = read.clone().unwrap_or_default();
+        req.extensions_mut().insert(PreRead(read.clone()));
+        if read.is_err() {
+            return None;
+        }
+    }
+    let key_digest = hex::encode(Sha256::digest(idempotency_key.as_bytes()));
+    Some(Prepared {
+        scope: format!("{}:{key_digest}", auth::fingerprint(api_key)),
+        fingerprint: request_fingerprint(req.method().as_str(), &path, req.uri().query(), &body),
+        key_digest,
+    })
+}
+
+/// Finds the operation of the family's document, validates the request against it, and calls it;
+/// a keyed write through [`idempotent`], with the key the store began (`begun`, taken here).
 async fn route<E: Endpoint>(
     next: Arc<E>,
     mut req: Request,
     state: &AppState,
     tenant: crate::context::Tenant,
     family: Family,
+    begun: &mut Option<(Prepared, Option<IdempotencyState>)>,
 ) -> Response {
     let path = req.uri().path().to_string();
     if path == "/openapi.yaml" && req.method() == poem::http::Method::GET {
         return Response::builder().content_type("application/yaml").body(family.document());
     }
     let base = family.base();
-    match state.contract(family).route(req.method(), &path) {
+    let op = match state.contract(family).route(req.method(), &path) {
         RouteMatch::NotFound => {
             return ApiError::NotFound(format!("No such path: {base}{}.", truncate(&path, 200))).as_response();
         }
@@ -83,54 +153,47 @@ async fn route<E: Endpoint>(
             };
             return err.as_response();
         }
-        RouteMatch::Operation(op) => {
-            let mut errors = op.validate_params(req.uri().query(), req.headers());
-            let mut body = Bytes::new();
-            if op.has_body() {
-                let content_type = req.content_type().map(str::to_string);
-                // Boxed: reading the body takes a large future, which the rest of the request
-                // (a long poll's wait included) would otherwise carry (see docs/performance.md).
-                body = match Box::pin(req.take_body().into_bytes_limit(MAX_BODY_BYTES)).await {
-                    Ok(b) => b,
-                    Err(_) => {
-                        let limit = MAX_BODY_BYTES / 1024 / 1024;
-                        errors.add("body", format!("The request body must not be larger than {limit} MiB."));
-                        return ApiError::Validation(errors).as_response();
-                    }
-                };
-                match op.validate_body(content_type.as_deref(), &body) {
-                    // The handler builds its body from this tree instead of parsing it again.
-                    Ok(parsed) => {
-                        req.extensions_mut().insert(crate::types::body::Parsed::new(parsed));
-                    }
-                    Err(body_errors) => {
-                        for (field, messages) in body_errors.0 {
-                            for m in messages {
-                                errors.add(field.clone(), m);
-                            }
-                        }
+        RouteMatch::Operation(op) => op,
+    };
+    let mut errors = op.validate_params(req.uri().query(), req.headers());
+    if op.has_body() {
+        let content_type = req.content_type().map(str::to_string);
+        let read = match req.extensions_mut().remove::<PreRead>() {
+            Some(PreRead(read)) => read,
+            // Boxed: reading the body takes a large future, which the rest of the request (a long
+            // poll's wait included) would otherwise carry (see docs/performance.md).
+            None => Box::pin(req.take_body().into_bytes_limit(MAX_BODY_BYTES)).await.map_err(|_| ()),
+        };
+        let Ok(body) = read else {
+            let limit = MAX_BODY_BYTES / 1024 / 1024;
+            errors.add("body", format!("The request body must not be larger than {limit} MiB."));
+            return ApiError::Validation(errors).as_response();
+        };
+        match op.validate_body(content_type.as_deref(), &body) {
+            // The handler builds its body from this tree instead of parsing it again.
+            Ok(parsed) => {
+                req.extensions_mut().insert(crate::types::body::Parsed::new(parsed));
+            }
+            Err(body_errors) => {
+                for (field, messages) in body_errors.0 {
+                    for m in messages {
+                        errors.add(field.clone(), m);
                     }
                 }
-                req.set_body(body.clone());
-            }
-            if !errors.is_empty() {
-                return ApiError::Validation(errors).as_response();
-            }
-            let idempotency_key = req.headers().get(IDEMPOTENCY_KEY).and_then(|v| v.to_str().ok()).map(str::to_string);
-            if let (true, Some(key)) = (op.idempotent, idempotency_key) {
-                let base_url = base_url(&state.config, &req, base);
-                let key_digest = hex::encode(Sha256::digest(key.as_bytes()));
-                let keyed = Keyed {
-                    scope: format!("{}:{key_digest}", tenant.gym_id),
-                    record: RecordKey { gym_id: tenant.gym_id, key_digest },
-                    fingerprint: request_fingerprint(req.method().as_str(), &path, req.uri().query(), &body),
-                };
-                req.extensions_mut().insert(RequestContext { tenant, base_url, path });
-                return Box::pin(idempotent(next, req, state, &keyed)).await;
             }
         }
+        req.set_body(body);
+    }
+    if !errors.is_empty() {
+        return ApiError::Validation(errors).as_response();
     }
     let base_url = base_url(&state.config, &req, base);
+    if let (true, Some((prepared, state_of_key))) = (op.idempotent, begun.take()) {
+        let Prepared { scope, key_digest, fingerprint } = prepared;
+        let keyed = Keyed { scope, record: RecordKey { gym_id: tenant.gym_id, key_digest }, fingerprint };
+        req.extensions_mut().insert(RequestContext { tenant, base_url, path });
+        return Box::pin(idempotent(next, req, state, &keyed, state_of_key)).await;
+    }
     req.extensions_mut().insert(RequestContext { tenant, base_url, path });
     match next.call(req).await {
         Ok(r) => r.into_response(),

@@ -55,10 +55,21 @@ fn kept(status: StatusCode) -> bool {
 /// repeat the store cannot answer (flushed, unreachable, restarted) finds the record in the
 /// database, and a handler run again for it is rolled back. A response that is not kept (a 422, a
 /// 5xx) commits nothing and frees the key.
-pub(super) async fn idempotent<E: Endpoint>(next: Arc<E>, req: Request, state: &AppState, keyed: &Keyed) -> Response {
+pub(super) async fn idempotent<E: Endpoint>(
+    next: Arc<E>,
+    req: Request,
+    state: &AppState,
+    keyed: &Keyed,
+    begun: Option<IdempotencyState>,
+) -> Response {
     let store = &state.store;
     let lock = state.config.idempotency_lock;
-    let locked = match store.idempotency_begin(&keyed.scope, &keyed.fingerprint, lock).await {
+    let begun = match begun {
+        Some(state) => Ok(state),
+        // The admission did not reach the store (it failed open): ask it once more.
+        None => store.idempotency_begin(&keyed.scope, &keyed.fingerprint, lock).await,
+    };
+    let locked = match begun {
         Err(e) => {
             tracing::warn!(error = %e, store = store.name(), "idempotency store unavailable; the database alone keeps this key");
             false

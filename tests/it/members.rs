@@ -76,6 +76,28 @@ async fn email_is_unique_per_gym_whatever_its_case() {
     assert_eq!(app.get(&a.live_key, "/members").await.body["meta"]["total"], 2);
 }
 
+/// A new member whose email and card are taken and whose facility is another gym's hears of all
+/// three in one 422, and nothing is written.
+#[tokio::test]
+async fn every_rule_a_new_member_breaks_is_named_at_once() {
+    let app = TestApp::spawn().await;
+    let (a, b) = (app.gym("A").await, app.gym("B").await);
+    let taken = json!({"first_name": "First", "last_name": "Holder", "email": "held@example.com", "access_card": "C1"});
+    assert_eq!(app.post(&a.live_key, "/members", taken).await.status, 201);
+    let elsewhere = app.member(&b.live_key, "Else", "Where").await["facility_id"].clone();
+    let body = json!({"first_name": "Second", "last_name": "Try", "email": "HELD@example.com", "access_card": "C1",
+                      "facility_id": elsewhere});
+    for key in [None, Some("all-at-once")] {
+        let headers: Vec<(&str, &str)> = key.map(|k| ("Idempotency-Key", k)).into_iter().collect();
+        let r = app.request("POST", "/members", Some(&a.live_key), Some(body.clone()), &headers).await;
+        assert_eq!(r.status, 422, "{}", r.body);
+        assert_eq!(r.body["errors"]["email"], json!(["The email has already been taken."]));
+        assert_eq!(r.body["errors"]["access_card"], json!(["The access_card has already been taken."]));
+        assert_eq!(r.body["errors"]["facility_id"], json!(["The selected facility_id is not a facility of this gym."]));
+    }
+    assert_eq!(app.get(&a.live_key, "/members").await.body["meta"]["total"], 1);
+}
+
 /// An access card opens the gym's doors for one member: unique in the gym, case included, free
 /// again once cleared; writers racing for one card end in one 201 and 422s, never a 500.
 #[tokio::test]
