@@ -28,6 +28,9 @@ pub struct Config {
     pub device_rate_limit_per_minute: u32,
     /// `GYMAPI_DOOR_COMMAND_TTL_SECS`, default 30: how long a door command may be handed out.
     pub door_command_ttl: Duration,
+    /// `GYMAPI_PAYMENT_RESERVATION_SECS`, default 120: how long a card terminal holds a payment it
+    /// took before it is offered again.
+    pub payment_reservation: Duration,
     /// `GYMAPI_IDEMPOTENCY_TTL_SECS`, default 86,400.
     pub idempotency_ttl: Duration,
     /// `GYMAPI_IDEMPOTENCY_LOCK_SECS`, default 60: how long a keyed write that never finished (its
@@ -60,6 +63,7 @@ impl Default for Config {
             rate_limit_per_minute: 120,
             device_rate_limit_per_minute: 600,
             door_command_ttl: Duration::from_secs(30),
+            payment_reservation: Duration::from_secs(120),
             idempotency_ttl: Duration::from_secs(24 * 3600),
             idempotency_lock: Duration::from_secs(60),
             key_roll_grace: Duration::from_secs(24 * 3600),
@@ -125,6 +129,9 @@ impl Config {
         }
         if let Some(v) = var("GYMAPI_DOOR_COMMAND_TTL_SECS") {
             c.door_command_ttl = Duration::from_secs(positive("GYMAPI_DOOR_COMMAND_TTL_SECS", &v)?.into());
+        }
+        if let Some(v) = var("GYMAPI_PAYMENT_RESERVATION_SECS") {
+            c.payment_reservation = Duration::from_secs(positive("GYMAPI_PAYMENT_RESERVATION_SECS", &v)?.into());
         }
         if let Some(v) = var("GYMAPI_IDEMPOTENCY_TTL_SECS") {
             c.idempotency_ttl = parse_secs("GYMAPI_IDEMPOTENCY_TTL_SECS", &v)?;

@@ -487,6 +487,9 @@ async fn seed_shop(
             legacy_id: Set(None),
             created_at: Set(t),
             updated_at: Set(t),
+            device_id: Set(None),
+            facility_id: Set(None),
+            receipt_number: Set(None),
         });
     }
     for chunk in sales.chunks(200) {

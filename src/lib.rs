@@ -28,6 +28,7 @@ pub mod members;
 pub mod middleware;
 pub mod openapi;
 pub mod pagination;
+pub mod purchases;
 pub mod records;
 pub mod server;
 pub mod settings;

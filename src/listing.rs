@@ -108,12 +108,22 @@ envelopes! {
     WebhookDeliveryList of WebhookDelivery,
 }
 
-impl Envelope for openapi::devices::DeviceList {
-    type Item = openapi::devices::Device;
+/// The device API's lists: the same envelope, in that document's types.
+macro_rules! device_envelopes {
+    ($($list:ident of $item:ident),+ $(,)?) => {$(
+        impl Envelope for openapi::devices::$list {
+            type Item = openapi::devices::$item;
 
-    fn from_parts(data: Vec<Self::Item>, links: PaginationLinks, meta: PaginationMeta) -> Self {
-        Self { data, links: links.into(), meta: meta.into() }
-    }
+            fn from_parts(data: Vec<Self::Item>, links: PaginationLinks, meta: PaginationMeta) -> Self {
+                Self { data, links: links.into(), meta: meta.into() }
+            }
+        }
+    )+};
+}
+
+device_envelopes! {
+    DeviceList of Device,
+    OrderList of Order,
 }
 
 fn links(page: &Page) -> PaginationLinks {

@@ -190,16 +190,37 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Vec<T>, E>>,
 {
+    long_poll_until(wakes, shutdown, topic, wait, || {
+        let looked = look();
+        async move { looked.await.map(|found| (found, None)) }
+    })
+    .await
+}
+
+/// [`long_poll`] where a look that finds nothing may also say when something it saw becomes
+/// available without a signal (a reservation lapsing): it looks again then.
+pub async fn long_poll_until<T, E, F, Fut>(
+    wakes: &Wakes,
+    shutdown: &Shutdown,
+    topic: &str,
+    wait: Duration,
+    mut look: F,
+) -> Result<Vec<T>, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(Vec<T>, Option<tokio::time::Instant>), E>>,
+{
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         let waiting = wakes.wait(topic);
-        let found = look().await?;
+        let (found, again_at) = look().await?;
         if !found.is_empty() || tokio::time::Instant::now() >= deadline || shutdown.begun() {
             return Ok(found);
         }
+        let until = again_at.map_or(deadline, |t| t.min(deadline));
         tokio::select! {
             () = waiting.woken() => {}
-            () = tokio::time::sleep_until(deadline) => {}
+            () = tokio::time::sleep_until(until) => {}
             () = shutdown.wait() => return Ok(Vec::new()),
         }
     }

@@ -16,12 +16,17 @@ pub struct Model {
     pub quantity: i32,
     pub total_amount: i64,
     pub currency: String,
-    /// `pending`, `paid`, `failed` or `refunded`.
+    /// `pending`, `paid`, `failed`, `cancelled` or `refunded`.
     pub payment_status: PaymentStatus,
     pub purchased_at: DateTimeUtc,
     pub legacy_id: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+    /// The device that took the order (a sale at the counter), and its facility.
+    pub device_id: Option<Uuid>,
+    pub facility_id: Option<Uuid>,
+    /// Sequential per gym, given when the sale is paid at the counter.
+    pub receipt_number: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -59,7 +59,7 @@ states! {
     AttendanceStatus { Granted = "granted", Denied = "denied" }
 
     /// A sale's payment.
-    PaymentStatus { Pending = "pending", Paid = "paid", Failed = "failed", Refunded = "refunded" }
+    PaymentStatus { Pending = "pending", Paid = "paid", Failed = "failed", Cancelled = "cancelled", Refunded = "refunded" }
 
     /// How often a subscription plan bills.
     BillingInterval { Week = "week", Month = "month", Year = "year" }
@@ -98,6 +98,21 @@ states! {
         Failed = "failed",
         Expired = "expired",
     }
+
+    /// A sale's payment at a card terminal: `pending` until a terminal takes it (`reserved`, until
+    /// `reserved_until`; a reservation past its time reads as `pending` and is offered again), then
+    /// `approved` or `declined` as the terminal reports; `cancelled` with its order.
+    PaymentJobState {
+        Pending = "pending",
+        Reserved = "reserved",
+        Approved = "approved",
+        Declined = "declined",
+        Cancelled = "cancelled",
+    }
+
+    /// A receipt at a fiscal printer: `pending` until a printer takes it (`delivered`, never handed
+    /// out again), then `printed` or `failed` as the printer reports.
+    PrintJobState { Pending = "pending", Delivered = "delivered", Printed = "printed", Failed = "failed" }
 
     /// A ring: `pending` until answered; a stored `pending` past `expires_at` reads as `expired`.
     RingState { Pending = "pending", Opened = "opened", Dismissed = "dismissed", Expired = "expired" }

@@ -3,6 +3,8 @@
 
 pub use sea_orm_migration::prelude::*;
 
+mod columns;
+
 mod m20261122_000001_initial;
 mod m20261122_000002_counters_and_search;
 mod m20261122_000003_webhook_dispatch;
@@ -16,6 +18,7 @@ mod m20261124_000010_counter_shards;
 mod m20261125_000011_tenant_keys;
 mod m20261125_000012_devices;
 mod m20261125_000013_idempotency_records;
+mod m20261125_000014_counter_sales;
 pub mod tenancy;
 
 pub struct Migrator;
@@ -37,6 +40,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000011_tenant_keys::Migration),
             Box::new(m20261125_000012_devices::Migration),
             Box::new(m20261125_000013_idempotency_records::Migration),
+            Box::new(m20261125_000014_counter_sales::Migration),
         ]
     }
 }

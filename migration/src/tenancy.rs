@@ -29,6 +29,10 @@ pub const TENANT_TABLES: &[&str] = &[
     "rings",
     "door_commands",
     "idempotency_records",
+    "purchase_lines",
+    "gym_sequences",
+    "payment_jobs",
+    "print_jobs",
 ];
 
 /// Tables read across gyms: small, replicated to every node of a distributed deployment.

@@ -7,7 +7,7 @@ use super::{Handlers, find_in_gym, money};
 use crate::listing::{Envelope, list_page, listing};
 use crate::openapi::*;
 use crate::types::wire::Json;
-use crate::{context::RequestContext, counters, errors::ApiError, pagination::Page};
+use crate::{context::RequestContext, counters, errors::ApiError, pagination::Page, purchases};
 
 fn membership_plan(m: membership_plan::Model) -> MembershipPlan {
     MembershipPlan {
@@ -50,23 +50,6 @@ fn product(m: product::Model) -> Product {
         sku: m.sku.into(),
         price: money(m.price_amount, &m.currency),
         status: m.status.into(),
-        legacy_id: m.legacy_id.into(),
-        created_at: m.created_at,
-        updated_at: m.updated_at,
-    }
-}
-
-fn purchase(m: purchase::Model) -> Purchase {
-    Purchase {
-        object: PurchaseObject::Purchase,
-        id: m.id,
-        member_id: m.member_id.into(),
-        product_id: m.product_id.into(),
-        description: m.description,
-        quantity: m.quantity,
-        total: money(m.total_amount, &m.currency),
-        payment_status: m.payment_status.into(),
-        purchased_at: m.purchased_at,
         legacy_id: m.legacy_id.into(),
         created_at: m.created_at,
         updated_at: m.updated_at,
@@ -171,12 +154,14 @@ impl PurchasesApi for Handlers {
         // The counters know totals per payment status, not per member.
         let counted = p.member_id.is_none().then(|| p.payment_status.map(|s| s.as_str()));
         let rows = list_page(self.db(), ctx, &mut page, select, listing, p.updated_since, counted).await?;
-        Ok(ListPurchasesResponse::Ok(Json(PurchaseList::of(&page, rows.into_iter().map(purchase)))))
+        let records = purchases::records(self.db(), ctx.tenant.gym_id, rows).await?;
+        Ok(ListPurchasesResponse::Ok(Json(PurchaseList::of(&page, records))))
     }
 
     async fn get_purchase(&self, ctx: &RequestContext, p: GetPurchaseParams) -> Result<GetPurchaseResponse, ApiError> {
         use purchase::Entity;
         let m = find_in_gym::<Entity>(self.db(), ctx.tenant.gym_id, "purchase", &p.id).await?;
-        Ok(GetPurchaseResponse::Ok(Json(purchase(m))))
+        let record = purchases::records(self.db(), ctx.tenant.gym_id, vec![m]).await?.into_iter().next();
+        Ok(GetPurchaseResponse::Ok(Json(record.ok_or_else(|| ApiError::not_found("purchase", &p.id))?)))
     }
 }

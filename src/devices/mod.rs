@@ -4,11 +4,15 @@
 
 mod doorbells;
 mod doors;
+mod orders;
+mod printers;
 mod registry;
 mod rings;
+mod terminals;
 
 use chrono::{DateTime, Utc};
 use entity::{device, states::DeviceKind};
+use sea_orm::EntityTrait;
 use uuid::Uuid;
 
 use crate::{context::RequestContext, errors::ApiError, frontdesk::devices, openapi::devices as doc, state::AppState};
@@ -41,6 +45,14 @@ impl DeviceHandlers {
         let d = Box::pin(devices::find(self.db(), ctx.tenant.gym_id, id, kind)).await?;
         self.state.heartbeats.seen(self.db().orm(), d.gym_id, d.id);
         Ok(d)
+    }
+}
+
+impl DeviceHandlers {
+    /// The gym's name and time zone, for receipts.
+    async fn gym_label(&self, ctx: &RequestContext) -> Result<(String, String), ApiError> {
+        let gym = entity::gym::Entity::find_by_id(ctx.tenant.gym_id).one(self.db()).await?;
+        Ok(gym.map_or_else(|| (String::new(), ctx.tenant.timezone.clone()), |g| (g.name, g.timezone)))
     }
 }
 

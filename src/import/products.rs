@@ -127,6 +127,9 @@ pub async fn purchases(
                 legacy_id: Set(Some(r.legacy_id.clone())),
                 created_at: Set(at),
                 updated_at: Set(at),
+                device_id: Set(None),
+                facility_id: Set(None),
+                receipt_number: Set(None),
             });
         }
         planned(errors, models, at)

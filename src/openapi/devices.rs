@@ -41,4 +41,7 @@ same_values! {
     DoorAction <=> DoorAction { Open }
     CommandState <=> CommandState { Pending, Delivered, Executed, Failed, Expired }
     RingState <=> RingState { Pending, Opened, Dismissed, Expired }
+    PaymentStatus <=> PaymentStatus { Pending, Paid, Failed, Cancelled, Refunded }
+    PaymentJobState <=> PaymentJobState { Pending, Reserved, Approved, Declined, Cancelled }
+    PrintJobState <=> PrintJobState { Pending, Delivered, Printed, Failed }
 }

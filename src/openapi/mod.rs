@@ -51,7 +51,7 @@ same_values! {
     ProductStatus <=> ProductStatus { Active, Inactive }
     AttendanceKind <=> AttendanceKind { CheckIn, Access }
     AttendanceStatus <=> AttendanceStatus { Granted, Denied }
-    PaymentStatus <=> PaymentStatus { Pending, Paid, Failed, Refunded }
+    PaymentStatus <=> PaymentStatus { Pending, Paid, Failed, Cancelled, Refunded }
     BillingInterval <=> BillingInterval { Week, Month, Year }
     WebhookDeliveryStatus <=> DeliveryStatus { Pending, Delivered, Failed }
 }

@@ -37,19 +37,30 @@ pub enum EventType {
     MemberCreated,
     MemberUpdated,
     AttendanceCreated,
+    PurchaseCreated,
+    PurchaseUpdated,
     ImportCompleted,
     Ping,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 5] =
-        [Self::MemberCreated, Self::MemberUpdated, Self::AttendanceCreated, Self::ImportCompleted, Self::Ping];
+    pub const ALL: [EventType; 7] = [
+        Self::MemberCreated,
+        Self::MemberUpdated,
+        Self::AttendanceCreated,
+        Self::PurchaseCreated,
+        Self::PurchaseUpdated,
+        Self::ImportCompleted,
+        Self::Ping,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::MemberCreated => "member.created",
             Self::MemberUpdated => "member.updated",
             Self::AttendanceCreated => "attendance.created",
+            Self::PurchaseCreated => "purchase.created",
+            Self::PurchaseUpdated => "purchase.updated",
             Self::ImportCompleted => "import.completed",
             Self::Ping => "ping",
         }

@@ -9,6 +9,7 @@ mod common;
 mod auth;
 mod cli;
 mod contract;
+mod counter;
 mod devices;
 mod durability;
 mod errors;

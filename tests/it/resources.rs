@@ -130,6 +130,9 @@ async fn seed(app: &TestApp, gym: &Gym, currency: &str) -> Seeded {
             legacy_id: Set(None),
             created_at: Set(now),
             updated_at: Set(now),
+            device_id: Set(None),
+            facility_id: Set(None),
+            receipt_number: Set(None),
         }
         .insert(db)
         .await

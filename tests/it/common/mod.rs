@@ -148,6 +148,8 @@ pub struct TestApp {
     pub client: reqwest::Client,
     /// The server's shutdown, which ends its waiting long polls.
     pub shutdown: gymapi::wake::Shutdown,
+    /// The server's configuration, which another instance shares.
+    pub config: Config,
     _server: tokio::task::JoinHandle<()>,
     /// Last, so that it goes after the connections above.
     pub scratch: Scratch,
@@ -213,6 +215,7 @@ impl TestApp {
             redis_prefix: config.redis_prefix.clone(),
             store,
             shutdown,
+            config,
             client: reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap(),
             _server: server,
             scratch,
@@ -222,13 +225,7 @@ impl TestApp {
     /// A second server on this one's database and Redis (a process of its own in production), at
     /// the returned `http://127.0.0.1:PORT`.
     pub async fn another_instance(&self) -> String {
-        let config = Config {
-            database_url: self.database_url.clone(),
-            redis_url: self.redis_url.clone(),
-            redis_prefix: self.redis_prefix.clone(),
-            ..Config::default()
-        };
-        listen(AppState::new(self.db.clone(), config).await.unwrap()).await.0
+        listen(AppState::new(self.db.clone(), self.config.clone()).await.unwrap()).await.0
     }
 
     /// A gym (API access on, subscription active) with a live key.

@@ -1,0 +1,30 @@
+use sea_orm::entity::prelude::*;
+
+use crate::states::*;
+
+/// A paid sale's receipt, for a fiscal printer of its facility to print.
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "print_jobs")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub gym_id: Uuid,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub purchase_id: Uuid,
+    pub facility_id: Uuid,
+    pub state: PrintJobState,
+    pub receipt_number: i64,
+    /// The printer it was handed to.
+    pub device_id: Option<Uuid>,
+    pub delivered_at: Option<DateTimeUtc>,
+    /// Why the printer could not print it.
+    pub reason: Option<String>,
+    pub reported_at: Option<DateTimeUtc>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,121 @@
+//! Fiscal printers: a printer takes the next receipt of its facility, handed out once and never
+//! again, and reports it printed or failed. A receipt is derived from the paid sale and the gym.
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use entity::{device, print_job, purchase, purchase_line, states::PrintJobState};
+use sea_orm::{ConnectionTrait, DbBackend, EntityTrait, Statement};
+use uuid::Uuid;
+
+use crate::{
+    db::{Db, begin_writing, placeholders},
+    errors::ApiError,
+    records::now,
+};
+
+/// A receipt as printed: the gym, the items, the total, when it was paid (in the gym's time zone
+/// too) and its number.
+#[derive(Clone, Debug)]
+pub struct Receipt {
+    pub number: i64,
+    pub gym_name: String,
+    pub order_id: Uuid,
+    pub lines: Vec<purchase_line::Model>,
+    pub total: i64,
+    pub currency: String,
+    pub paid_at: DateTime<Utc>,
+    /// `YYYY-MM-DD HH:MM:SS` in `timezone`.
+    pub local_time: String,
+    pub timezone: String,
+}
+
+/// The receipt of a paid sale of the gym `(name, timezone)`; it was paid when its sale last moved.
+pub fn receipt(
+    (gym_name, timezone): (&str, &str),
+    sale: &purchase::Model,
+    lines: &[purchase_line::Model],
+    number: i64,
+) -> Receipt {
+    let tz: Tz = timezone.parse().unwrap_or(Tz::UTC);
+    let paid_at = sale.updated_at;
+    Receipt {
+        number,
+        gym_name: gym_name.to_string(),
+        order_id: sale.id,
+        lines: lines.to_vec(),
+        total: sale.total_amount,
+        currency: sale.currency.clone(),
+        paid_at,
+        local_time: paid_at.with_timezone(&tz).format("%Y-%m-%d %H:%M:%S").to_string(),
+        timezone: tz.name().to_string(),
+    }
+}
+
+/// Hands the facility's oldest pending receipt to `printer`, and to no other (one statement,
+/// `FOR UPDATE SKIP LOCKED` on PostgreSQL).
+pub async fn take(db: &Db, printer: &device::Model) -> Result<Vec<print_job::Model>, ApiError> {
+    let backend = db.get_database_backend();
+    let at = now();
+    let lock = if backend == DbBackend::Postgres { " FOR UPDATE SKIP LOCKED" } else { "" };
+    let sql = placeholders(
+        backend,
+        &format!(
+            "UPDATE print_jobs SET state = 'delivered', device_id = ?, delivered_at = ?, updated_at = ? \
+             WHERE gym_id = ? AND id IN (SELECT id FROM print_jobs WHERE gym_id = ? AND facility_id = ? \
+             AND state = 'pending' ORDER BY created_at, id LIMIT 1{lock}) RETURNING *"
+        ),
+    );
+    let (gym, me) = (printer.gym_id, printer.id);
+    let values = [me.into(), at.into(), at.into(), gym.into(), gym.into(), printer.facility_id.into()];
+    let statement = Statement::from_sql_and_values(backend, sql, values);
+    Ok(print_job::Entity::find().from_raw_sql(statement).all(db).await?)
+}
+
+/// What a printer reports of a receipt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Report {
+    Printed,
+    Failed { reason: String },
+}
+
+/// The printer's report on a receipt handed to it. The same report again answers the same job;
+/// another outcome, or a job not handed to this printer, is 409.
+pub async fn report(
+    db: &Db,
+    printer: &device::Model,
+    job_id: &str,
+    report: Report,
+) -> Result<print_job::Model, ApiError> {
+    let gym_id = printer.gym_id;
+    let missing = || ApiError::not_found("print job", job_id);
+    let uuid = Uuid::parse_str(job_id).map_err(|_| missing())?;
+    let txn = begin_writing(db).await?;
+    let backend = txn.get_database_backend();
+    let lock = if backend == DbBackend::Postgres { " FOR UPDATE" } else { "" };
+    let sql = placeholders(backend, &format!("SELECT * FROM print_jobs WHERE gym_id = ? AND id = ?{lock}"));
+    let statement = Statement::from_sql_and_values(backend, sql, [gym_id.into(), uuid.into()]);
+    let job = print_job::Entity::find().from_raw_sql(statement).one(&txn).await?;
+    let mut job = job.filter(|j| j.facility_id == printer.facility_id).ok_or_else(missing)?;
+    let (state, reason) = match &report {
+        Report::Printed => (PrintJobState::Printed, None),
+        Report::Failed { reason } => (PrintJobState::Failed, Some(reason.clone())),
+    };
+    if job.device_id != Some(printer.id) || job.state == PrintJobState::Pending {
+        return Err(ApiError::StateConflict("The receipt was not handed to this printer.".into()));
+    }
+    match job.state {
+        PrintJobState::Delivered => {}
+        s if s == state => return Ok(job),
+        s => return Err(ApiError::StateConflict(format!("The receipt was already reported {s}."))),
+    }
+    let at = now();
+    (job.state, job.reason, job.reported_at, job.updated_at) = (state, reason, Some(at), at);
+    let sql = placeholders(
+        backend,
+        "UPDATE print_jobs SET state = ?, reason = ?, reported_at = ?, updated_at = ? WHERE gym_id = ? AND id = ?",
+    );
+    let values = [state.as_str().into(), job.reason.clone().into(), at.into(), at.into(), gym_id.into(), job.id.into()];
+    txn.execute(Statement::from_sql_and_values(backend, sql, values)).await?;
+    txn.commit().await?;
+    Ok(job)
+}

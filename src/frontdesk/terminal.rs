@@ -1,0 +1,210 @@
+//! Card terminals: a terminal takes the next payment of its facility, reserved to it for a while
+//! (a terminal that vanished lets it go when the reservation lapses), and reports it approved or
+//! declined; the report moves the sale (`sales`).
+
+use std::{sync::Arc, time::Duration};
+
+use chrono::{DateTime, Utc};
+use entity::{
+    device, payment_job,
+    states::{PaymentJobState, PaymentStatus},
+};
+use sea_orm::{ConnectionTrait, DbBackend, EntityTrait, FromQueryResult, QueryTrait, Statement};
+use uuid::Uuid;
+
+use super::sales::{self, receipts_topic};
+use crate::{
+    db::{Db, Writes, after_commit, begin_writing, placeholders},
+    errors::ApiError,
+    records::now,
+    wake::Wakes,
+};
+
+/// A job's state as it reads at `at`: a reservation past its time reads `pending`.
+pub fn state(j: &payment_job::Model, at: DateTime<Utc>) -> PaymentJobState {
+    match j.state {
+        PaymentJobState::Reserved if j.reserved_until.is_none_or(|t| t <= at) => PaymentJobState::Pending,
+        s => s,
+    }
+}
+
+/// What a long poll's look found: the job taken, or when a reservation of the facility lapses.
+pub struct Taken {
+    pub job: Option<payment_job::Model>,
+    pub lapses_at: Option<DateTime<Utc>>,
+}
+
+/// Takes the facility's next payment for `terminal`, reserved to it for `reservation`: one this
+/// terminal holds already first (its retried poll), then the oldest pending or lapsed one. One
+/// statement (`FOR UPDATE SKIP LOCKED` on PostgreSQL), so two terminals never take one job.
+pub async fn take(db: &Db, terminal: &device::Model, reservation: Duration) -> Result<Taken, ApiError> {
+    let backend = db.get_database_backend();
+    let at = now();
+    let until = at + chrono::Duration::from_std(reservation).unwrap_or_default();
+    let lock = if backend == DbBackend::Postgres { " FOR UPDATE SKIP LOCKED" } else { "" };
+    let sql = placeholders(
+        backend,
+        &format!(
+            "UPDATE payment_jobs SET state = 'reserved', device_id = ?, reserved_until = ?, updated_at = ? \
+             WHERE gym_id = ? AND id IN (SELECT id FROM payment_jobs WHERE gym_id = ? AND facility_id = ? \
+             AND (state = 'pending' OR (state = 'reserved' AND (reserved_until <= ? OR device_id = ?))) \
+             ORDER BY CASE WHEN state = 'reserved' AND device_id = ? THEN 0 ELSE 1 END, created_at, id LIMIT 1{lock}) \
+             RETURNING *"
+        ),
+    );
+    let (gym, me) = (terminal.gym_id, terminal.id);
+    let values = [
+        me.into(),
+        until.into(),
+        at.into(),
+        gym.into(),
+        gym.into(),
+        terminal.facility_id.into(),
+        at.into(),
+        me.into(),
+        me.into(),
+    ];
+    let statement = Statement::from_sql_and_values(backend, sql, values);
+    let job = payment_job::Entity::find().from_raw_sql(statement).one(db).await?;
+    if job.is_some() {
+        return Ok(Taken { job, lapses_at: None });
+    }
+    Ok(Taken { job: None, lapses_at: next_lapse(db, terminal, at).await? })
+}
+
+#[derive(FromQueryResult)]
+struct Lapse {
+    at: Option<DateTime<Utc>>,
+}
+
+/// When the facility's earliest reservation lapses, if one is running.
+async fn next_lapse(db: &Db, terminal: &device::Model, at: DateTime<Utc>) -> Result<Option<DateTime<Utc>>, ApiError> {
+    let backend = db.get_database_backend();
+    let sql = placeholders(
+        backend,
+        "SELECT MIN(reserved_until) AS at FROM payment_jobs WHERE gym_id = ? AND facility_id = ? \
+         AND state = 'reserved' AND reserved_until > ?",
+    );
+    let values = [terminal.gym_id.into(), terminal.facility_id.into(), at.into()];
+    let found = Lapse::find_by_statement(Statement::from_sql_and_values(backend, sql, values)).one(db).await?;
+    Ok(found.and_then(|l| l.at))
+}
+
+/// What a terminal reports of a payment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Report {
+    Approved { card_scheme: String, card_last4: String },
+    Declined { reason: String },
+}
+
+impl Report {
+    fn state(&self) -> PaymentJobState {
+        match self {
+            Self::Approved { .. } => PaymentJobState::Approved,
+            Self::Declined { .. } => PaymentJobState::Declined,
+        }
+    }
+
+    /// Whether a job already reported says the same.
+    fn agrees(&self, j: &payment_job::Model) -> bool {
+        match self {
+            Self::Approved { card_scheme, card_last4 } => {
+                j.state == PaymentJobState::Approved
+                    && j.card_scheme.as_deref() == Some(card_scheme)
+                    && j.card_last4.as_deref() == Some(card_last4)
+            }
+            Self::Declined { .. } => j.state == PaymentJobState::Declined,
+        }
+    }
+}
+
+/// The terminal's report on a payment it holds: approval pays the sale (its receipt number, a
+/// print job, `purchase.updated`), a decline fails it. The same report again answers the same job;
+/// another outcome, or a job this terminal does not hold, is 409.
+pub async fn report(
+    db: &Db,
+    wakes: &Arc<Wakes>,
+    terminal: &device::Model,
+    job_id: &str,
+    report: Report,
+) -> Result<payment_job::Model, ApiError> {
+    let gym_id = terminal.gym_id;
+    let missing = || ApiError::not_found("payment job", job_id);
+    let uuid = Uuid::parse_str(job_id).map_err(|_| missing())?;
+    let found = payment_job::Entity::find_by_id((gym_id, uuid)).one(db).await?;
+    let job = found.filter(|j| j.facility_id == terminal.facility_id).ok_or_else(missing)?;
+    let txn = begin_writing(db).await?;
+    let mut sale = sales::find(&txn, gym_id, &job.purchase_id.to_string()).await?;
+    sale.purchase = sales::lock(&txn, gym_id, job.purchase_id).await?.ok_or_else(missing)?;
+    let job = payment_job::Entity::find_by_id((gym_id, uuid)).one(&txn).await?.ok_or_else(missing)?;
+    match job.state {
+        PaymentJobState::Reserved if job.device_id == Some(terminal.id) => {}
+        _ if job.device_id == Some(terminal.id) && report.agrees(&job) => return Ok(job),
+        PaymentJobState::Approved | PaymentJobState::Declined if job.device_id == Some(terminal.id) => {
+            return Err(ApiError::StateConflict(format!("The payment was already reported {}.", job.state)));
+        }
+        PaymentJobState::Cancelled => return Err(ApiError::StateConflict("The order was cancelled.".into())),
+        _ => return Err(ApiError::StateConflict("This terminal does not hold the payment.".into())),
+    }
+    let (job, receipt) = settle(&txn, &mut sale, job, &report).await?;
+    txn.commit().await?;
+    if receipt {
+        let topic = receipts_topic(gym_id, terminal.facility_id);
+        let wakes = wakes.clone();
+        after_commit(async move { wakes.signal(&topic).await }).await;
+    }
+    Ok(job)
+}
+
+/// Writes the report: the job, the sale's move, and for an approval its receipt number and print
+/// job. Returns the job as reported and whether a print job was made.
+async fn settle(
+    txn: &impl ConnectionTrait,
+    sale: &mut sales::Sale,
+    mut job: payment_job::Model,
+    report: &Report,
+) -> Result<(payment_job::Model, bool), ApiError> {
+    let backend = txn.get_database_backend();
+    let at = now();
+    job.state = report.state();
+    job.reported_at = Some(at);
+    job.updated_at = at;
+    match report {
+        Report::Approved { card_scheme, card_last4 } => {
+            job.card_scheme = Some(card_scheme.clone());
+            job.card_last4 = Some(card_last4.clone());
+        }
+        Report::Declined { reason } => job.reason = Some(reason.clone()),
+    }
+    let mut writes = Writes::new();
+    let sql = placeholders(
+        backend,
+        "UPDATE payment_jobs SET state = ?, card_scheme = ?, card_last4 = ?, reason = ?, reported_at = ?, \
+         updated_at = ? WHERE gym_id = ? AND id = ?",
+    );
+    let values = [
+        job.state.as_str().into(),
+        job.card_scheme.clone().into(),
+        job.card_last4.clone().into(),
+        job.reason.clone().into(),
+        job.reported_at.into(),
+        at.into(),
+        job.gym_id.into(),
+        job.id.into(),
+    ];
+    writes.push(Statement::from_sql_and_values(backend, sql, values));
+    let receipt = matches!(report, Report::Approved { .. });
+    if receipt {
+        let number = sales::next_receipt_number(txn, sale.purchase.gym_id).await?;
+        let print = sales::print_job(&sale.purchase, number, at);
+        writes.push(
+            entity::print_job::Entity::insert(entity::print_job::ActiveModel::from(print.clone())).build(backend),
+        );
+        sales::moved(txn, &mut writes, sale, PaymentStatus::Paid, Some(number)).await?;
+        sale.receipts.push(print);
+    } else {
+        sales::moved(txn, &mut writes, sale, PaymentStatus::Failed, None).await?;
+    }
+    writes.run(txn).await?;
+    Ok((job, receipt))
+}

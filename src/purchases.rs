@@ -1,0 +1,142 @@
+//! What every write of sales must do, whoever writes them (the importer, the counter): the gym's
+//! purchase counters and version change in the write's transaction, and a sale's record as the
+//! integration API shows it ([`record`]) is also the payload of `purchase.created` and
+//! `purchase.updated`.
+
+use std::collections::HashMap;
+
+use entity::{purchase, purchase_line, states::PaymentStatus};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QueryOrder, Statement};
+use uuid::Uuid;
+
+use crate::{
+    counters::{self, PURCHASE_ROWS},
+    db::Writes,
+    openapi::{Money, Purchase, PurchaseLine, PurchaseObject},
+    webhooks::{self, EventType},
+};
+
+/// An amount in minor units of `currency`, as the API writes it.
+pub fn money(amount: i64, currency: &str) -> Money {
+    Money { amount, currency: currency.to_string() }
+}
+
+/// A sale as the integration API returns it; `lines` for a sale made at the counter.
+pub fn record(m: purchase::Model, lines: Option<&[purchase_line::Model]>) -> Purchase {
+    let currency = m.currency.clone();
+    Purchase {
+        object: PurchaseObject::Purchase,
+        id: m.id,
+        member_id: m.member_id.into(),
+        product_id: m.product_id.into(),
+        description: m.description,
+        quantity: m.quantity,
+        total: money(m.total_amount, &m.currency),
+        payment_status: m.payment_status.into(),
+        purchased_at: m.purchased_at,
+        legacy_id: m.legacy_id.into(),
+        device_id: m.device_id.into(),
+        facility_id: m.facility_id.into(),
+        receipt_number: m.receipt_number.into(),
+        lines: lines.map(|lines| lines.iter().map(|l| line(l, &currency)).collect::<Vec<_>>()).into(),
+        created_at: m.created_at,
+        updated_at: m.updated_at,
+    }
+}
+
+fn line(l: &purchase_line::Model, currency: &str) -> PurchaseLine {
+    PurchaseLine {
+        product_id: l.product_id.into(),
+        description: l.description.clone(),
+        quantity: l.quantity,
+        unit_price: money(l.unit_amount, currency),
+        total: money(l.line_amount, currency),
+    }
+}
+
+/// The items of these sales of a gym, in their order, by sale; a sale without items (an import)
+/// has no entry.
+pub async fn lines_of(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    ids: &[Uuid],
+) -> Result<HashMap<Uuid, Vec<purchase_line::Model>>, DbErr> {
+    use purchase_line::Column as C;
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let found = purchase_line::Entity::find()
+        .filter(C::GymId.eq(gym_id))
+        .filter(C::PurchaseId.is_in(ids.iter().copied()))
+        .order_by_asc(C::PurchaseId)
+        .order_by_asc(C::Position)
+        .all(db)
+        .await?;
+    let mut by_sale: HashMap<Uuid, Vec<purchase_line::Model>> = HashMap::new();
+    for l in found {
+        by_sale.entry(l.purchase_id).or_default().push(l);
+    }
+    Ok(by_sale)
+}
+
+/// The sales of a page as records, with their items (one query for the page's items).
+pub async fn records(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    rows: Vec<purchase::Model>,
+) -> Result<Vec<Purchase>, DbErr> {
+    // A sale made at the counter has a facility and items; an imported one has neither.
+    let ids: Vec<Uuid> = rows.iter().filter(|p| p.facility_id.is_some()).map(|p| p.id).collect();
+    let lines = lines_of(db, gym_id, &ids).await?;
+    Ok(rows
+        .into_iter()
+        .map(|p| {
+            let items = lines.get(&p.id).map(Vec::as_slice).or(p.facility_id.map(|_| &[][..]));
+            record(p, items)
+        })
+        .collect())
+}
+
+/// A change of sales' payment statuses, for their counters.
+pub enum Change {
+    /// New sales of these statuses.
+    Added(Vec<PaymentStatus>),
+    /// One sale moved from one status to another.
+    Moved { from: PaymentStatus, to: PaymentStatus },
+}
+
+/// The statement that moves the gym's purchase counters by `change` and bumps the purchases'
+/// version (what the statistics' revenue is kept by), for a [`Writes`].
+pub fn count_statement(backend: DbBackend, gym_id: Uuid, change: Change) -> Option<Statement> {
+    let mut deltas: Vec<(String, i64)> = Vec::new();
+    match change {
+        Change::Added(statuses) => {
+            deltas.push((PURCHASE_ROWS.name(None), i64::try_from(statuses.len()).unwrap_or(i64::MAX)));
+            let mut by_status: HashMap<PaymentStatus, i64> = HashMap::new();
+            for s in statuses {
+                *by_status.entry(s).or_default() += 1;
+            }
+            deltas.extend(by_status.into_iter().map(|(s, n)| (PURCHASE_ROWS.name(Some(s.as_str())), n)));
+        }
+        Change::Moved { from, to } if from != to => {
+            deltas.push((PURCHASE_ROWS.name(Some(from.as_str())), -1));
+            deltas.push((PURCHASE_ROWS.name(Some(to.as_str())), 1));
+        }
+        Change::Moved { .. } => return None,
+    }
+    deltas.extend(PURCHASE_ROWS.written());
+    counters::add_many_statement(backend, gym_id, &deltas)
+}
+
+/// Adds the event of a sale (`purchase.created` or `purchase.updated`) to `writes`, in the
+/// transaction `db` of the change; returns whether a delivery was queued.
+pub async fn announce(
+    db: &impl ConnectionTrait,
+    writes: &mut Writes,
+    gym_id: Uuid,
+    event: EventType,
+    sale: &Purchase,
+) -> Result<bool, DbErr> {
+    let data = poem_openapi::types::ToJSON::to_json(sale).unwrap_or_default();
+    webhooks::emit_with(db, writes, gym_id, event, data).await
+}
