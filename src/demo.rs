@@ -49,6 +49,17 @@ pub struct DemoKeys {
     pub owner_password: String,
     /// The main facility's door, which the banner's curl asks.
     pub door_id: Uuid,
+    /// The main facility's counter: its kiosk, card terminal and fiscal printer, and a product of
+    /// the catalogue, which the banner's sale uses.
+    pub counter: Counter,
+}
+
+/// The devices and the product of the banner's sale.
+pub struct Counter {
+    pub kiosk_id: Uuid,
+    pub terminal_id: Uuid,
+    pub printer_id: Uuid,
+    pub product_id: Uuid,
 }
 
 impl DemoKeys {
@@ -62,12 +73,17 @@ impl DemoKeys {
             "owner_password": self.owner_password,
             "door_id": self.door_id,
             "door_card": DEMO_DOOR_CARD,
+            "kiosk_id": self.counter.kiosk_id,
+            "terminal_id": self.counter.terminal_id,
+            "printer_id": self.counter.printer_id,
+            "product_id": self.counter.product_id,
         })
     }
 
     pub fn banner(&self, base: &str) -> String {
+        let c = &self.counter;
         format!(
-            "Demo gym {gym} is ready.\n\n  live key (real data): {live}\n  test key (sandbox):   {test}\n\n  settings area: {base}/settings  (sign in as {email} / {password})\n\nTry:\n  curl -s -H 'Authorization: Bearer {live}' {base}/api/v1/members?per_page=2\n\nAsk the door whether card {card} may enter:\n  curl -s -X POST -H 'Authorization: Bearer {live}' -H 'Content-Type: application/json' -d '{{\"card\": \"{card}\"}}' {base}/api/v1/devices/doors/{door}/access\n",
+            "Demo gym {gym} is ready.\n\n  live key (real data): {live}\n  test key (sandbox):   {test}\n\n  settings area: {base}/settings  (sign in as {email} / {password})\n\nTry:\n  curl -s -H 'Authorization: Bearer {live}' {base}/api/v1/members?per_page=2\n\nAsk the door whether card {card} may enter:\n  curl -s -X POST -H 'Authorization: Bearer {live}' -H 'Content-Type: application/json' -d '{{\"card\": \"{card}\"}}' {base}/api/v1/devices/doors/{door}/access\n\nThe counter: kiosk {kiosk}, card terminal {terminal}, fiscal printer {printer}, a product {product} (README, \"The front desk's devices\").\n",
             gym = self.gym_id,
             live = self.live_key,
             test = self.test_key,
@@ -75,6 +91,10 @@ impl DemoKeys {
             password = self.owner_password,
             card = DEMO_DOOR_CARD,
             door = self.door_id,
+            kiosk = c.kiosk_id,
+            terminal = c.terminal_id,
+            printer = c.printer_id,
+            product = c.product_id,
         )
     }
 }
@@ -129,8 +149,10 @@ pub async fn ensure(db: &DatabaseConnection, store: &dyn crate::limits::Store) -
         .one(db)
         .await?
         .ok_or_else(|| anyhow::anyhow!("the demo gym has no door"))?;
+    let counter = counter(db, gym.id, door.facility_id).await?;
     Ok(DemoKeys {
         door_id: door.id,
+        counter,
         gym_id: gym.id,
         sandbox_id: sandbox.id,
         live_key: live.key,
@@ -380,6 +402,42 @@ async fn seed_memberships(
         member_membership::Entity::insert_many(chunk.to_vec()).exec(txn).await?;
     }
     Ok(())
+}
+
+/// The counter of the main facility, `facility_id`: its kiosk, card terminal and fiscal printer,
+/// registered now if the demo gym was made before it had them, and its first active product.
+async fn counter(db: &DatabaseConnection, gym_id: Uuid, facility_id: Uuid) -> anyhow::Result<Counter> {
+    let mut ids = Vec::new();
+    for (kind, name) in [
+        (DeviceKind::Kiosk, "Lobby kiosk"),
+        (DeviceKind::CardTerminal, "Counter terminal"),
+        (DeviceKind::FiscalPrinter, "Receipt printer"),
+    ] {
+        let found = device::Entity::find()
+            .filter(device::Column::GymId.eq(gym_id))
+            .filter(device::Column::FacilityId.eq(facility_id))
+            .filter(device::Column::Kind.eq(kind))
+            .one(db)
+            .await?;
+        let id = match found {
+            Some(d) => d.id,
+            None => {
+                let txn = crate::db::begin_writing(db).await?;
+                let d = frontdesk::devices::register(&txn, gym_id, kind, name, Some(facility_id)).await?;
+                txn.commit().await?;
+                d.id
+            }
+        };
+        ids.push(id);
+    }
+    let product = entity::product::Entity::find()
+        .filter(entity::product::Column::GymId.eq(gym_id))
+        .filter(entity::product::Column::Status.eq(entity::states::ProductStatus::Active))
+        .order_by_asc(entity::product::Column::CreatedAt)
+        .one(db)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("the demo gym has no product"))?;
+    Ok(Counter { kiosk_id: ids[0], terminal_id: ids[1], printer_id: ids[2], product_id: product.id })
 }
 
 /// The front desk: a door and a doorbell at the main facility, a door at the second; and an

@@ -15,7 +15,10 @@ use uuid::Uuid;
 use super::{CsrfForm, Signed, html, pages, redirect, refused, signed, signed_form};
 use crate::{
     accounts::{self, AccountError},
-    frontdesk::devices::{self, DeviceChange, online},
+    frontdesk::{
+        devices::{self, DeviceChange, online},
+        queues::{self, Queue},
+    },
     records::now,
     state::AppState,
 };
@@ -30,7 +33,11 @@ pub(super) async fn list(req: &Request, state: Data<&AppState>) -> Response {
     let gathered = async {
         let found = devices::all_of(&state.db, &s.actor(), s.gym.id).await?;
         let names = facility_names(&state, &s).await?;
-        Ok::<_, AccountError>(found.iter().map(|d| row(d, &s, &names)).collect())
+        let mut rows = Vec::with_capacity(found.len());
+        for d in &found {
+            rows.push(row(d, &s, &names, queues::of(&*state.db, d).await?));
+        }
+        Ok::<_, AccountError>(rows)
     };
     match gathered.await {
         Ok(rows) => html(
@@ -57,7 +64,7 @@ async fn facility_names(state: &AppState, s: &Signed) -> Result<HashMap<Uuid, St
     Ok(names)
 }
 
-fn row(d: &device::Model, s: &Signed, facilities: &HashMap<Uuid, String>) -> pages::DeviceRow {
+fn row(d: &device::Model, s: &Signed, facilities: &HashMap<Uuid, String>, queue: Queue) -> pages::DeviceRow {
     let noun = devices::noun(Some(d.kind));
     let mut kind = noun.to_string();
     if let Some(first) = kind.get_mut(..1) {
@@ -71,6 +78,12 @@ fn row(d: &device::Model, s: &Signed, facilities: &HashMap<Uuid, String>) -> pag
         sandbox: d.gym_id != s.gym.id,
         online: online(d, now()),
         last_seen: d.last_seen_at.map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string()),
+        queue: match queue.waiting {
+            0 => format!("No {} waiting", queue.what.1),
+            1 => format!("1 {} waiting", queue.what.0),
+            n => format!("{n} {} waiting", queue.what.1),
+        },
+        last_error: queue.last_error.map(|(reason, at)| format!("{reason} ({})", at.format("%Y-%m-%d %H:%M UTC"))),
     }
 }
 
@@ -80,7 +93,8 @@ async fn render(state: &AppState, s: &Signed, id: Uuid, error: Option<String>, s
         let d = devices::one_of(&state.db, &s.actor(), s.gym.id, id).await?;
         let names = facility_names(state, s).await?;
         let choices = accounts::facilities(&state.db, d.gym_id).await?.into_iter().map(|f| (f.id, f.name)).collect();
-        Ok::<_, AccountError>((row(&d, s, &names), d.facility_id, choices))
+        let queue = queues::of(&*state.db, &d).await?;
+        Ok::<_, AccountError>((row(&d, s, &names, queue), d.facility_id, choices))
     };
     match gathered.await {
         Ok((device, facility_id, facilities)) => html(

@@ -79,6 +79,9 @@ pub struct DeviceRow {
     pub sandbox: bool,
     pub online: bool,
     pub last_seen: Option<String>,
+    /// What waits for it (`3 payments waiting`), and its latest failure with when.
+    pub queue: String,
+    pub last_error: Option<String>,
 }
 
 pub struct DevicesView<'a> {
@@ -546,6 +549,13 @@ fn device_status(d: &DeviceRow) -> Markup {
     }
 }
 
+fn device_queue(d: &DeviceRow) -> Markup {
+    html! {
+        (d.queue)
+        @if let Some(e) = &d.last_error { br; span.small { "Last error: " (e) } }
+    }
+}
+
 pub fn devices(v: &DevicesView) -> String {
     layout(
         "Devices",
@@ -562,13 +572,13 @@ pub fn devices(v: &DevicesView) -> String {
             @if !v.can_manage { p.notice role="status" { (VIEW_ONLY) } }
             section.card aria-labelledby="devices-title" {
                 h2 #devices-title { "Front-desk devices" }
-                p.muted { "The front-desk app registers its doors, doorbells and terminals with an API key of this gym; a device is online when it was heard from in the last 90 seconds." }
+                p.muted { "The front-desk app registers its doors, doorbells, kiosks, card terminals and fiscal printers with an API key of this gym; a device is online when it was heard from in the last 90 seconds." }
                 @if v.devices.is_empty() {
                     p.muted { "No devices yet." }
                 } @else {
                     div.table-wrap tabindex="0" role="region" aria-label="Devices" {
                         table {
-                            thead { tr { th scope="col" { "Name" } th scope="col" { "Kind" } th scope="col" { "Facility" } th scope="col" { "Environment" } th scope="col" { "Status" } @if v.can_manage { th scope="col" { span.visually-hidden { "Actions" } } } } }
+                            thead { tr { th scope="col" { "Name" } th scope="col" { "Kind" } th scope="col" { "Facility" } th scope="col" { "Environment" } th scope="col" { "Status" } th scope="col" { "Queue" } @if v.can_manage { th scope="col" { span.visually-hidden { "Actions" } } } } }
                             tbody {
                                 @for d in &v.devices {
                                     tr {
@@ -577,6 +587,7 @@ pub fn devices(v: &DevicesView) -> String {
                                         td { (d.facility) }
                                         td { @if d.sandbox { span.badge.test { "Sandbox" } } @else { span.badge.live { "Live" } } }
                                         td { (device_status(d)) }
+                                        td { (device_queue(d)) }
                                         @if v.can_manage {
                                             td.actions {
                                                 a.button href={ "/settings/devices/" (d.id) } aria-label={ "Edit " (d.name) } { "Edit" }
@@ -603,6 +614,7 @@ pub fn device(v: &DeviceView) -> String {
             p { a href="/settings/devices" { "‹ All devices" } }
             h1 { (d.name) }
             p { (d.kind) " · " (d.facility) " · " (device_status(d)) }
+            p { (device_queue(d)) }
             @if let Some(e) = &v.error { p.notice.error role="alert" { (e) } }
             @if v.can_manage {
                 section.card aria-labelledby="edit-title" {

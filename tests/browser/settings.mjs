@@ -146,6 +146,29 @@ async function signIn(context, email, name) {
   assert.equal((await device("GET", `/devices/${door.body.id}`)).status, 404);
   assert.equal((await device("POST", "/devices", { kind: "doorbell", name: "Counter bell" })).status, 201);
 
+  // The counter: a terminal declines a kiosk's order; its row shows the waiting payments and why.
+  const terminal = await device("POST", "/devices", { kind: "card_terminal", name: "Counter terminal" });
+  assert.equal(terminal.status, 201);
+  const imported = await fetch(`${BASE}/api/v1/import/products`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${DEVICE_KEY}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ rows: [{ legacy_id: "BAR", name: "Protein bar", price: { amount: 250, currency: "EUR" } }] }),
+  });
+  assert.equal(imported.status, 200);
+  const products = await fetch(`${BASE}/api/v1/products`, { headers: { Authorization: `Bearer ${DEVICE_KEY}` } });
+  const product = (await products.json()).data[0];
+  for (let i = 0; i < 2; i++) {
+    assert.equal((await device("POST", "/orders", { lines: [{ product_id: product.id, quantity: 1 }] })).status, 201);
+  }
+  const job = (await device("GET", `/terminals/${terminal.body.id}/jobs`)).body.data[0];
+  const report = { outcome: "declined", reason: "Card blocked" };
+  assert.equal((await device("POST", `/terminals/${terminal.body.id}/jobs/${job.id}/report`, report)).status, 200);
+  await page.reload();
+  const till = page.getByRole("row", { name: /Counter terminal/ });
+  await till.getByText("1 payment waiting").waitFor();
+  await till.getByText(/Last error: Card blocked/).waitFor();
+  await check(page, "owner-devices-counter");
+
   // A form posted from elsewhere (no CSRF token) is refused.
   const forged = await page.request.post(`${BASE}/settings/integrations/api/keys`, {
     form: { name: "Forged", environment: "live" },

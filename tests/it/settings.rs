@@ -377,6 +377,44 @@ async fn devices_are_renamed_moved_and_removed_by_managers_only() {
     assert_eq!(app.device("GET", &format!("/devices/{door}"), &gym.live_key, None, &[]).await.status, 404);
 }
 
+/// The Devices page shows what waits for each device and its latest failure: a terminal's waiting
+/// payments and its latest decline, a printer's waiting receipts.
+#[tokio::test]
+async fn the_devices_page_shows_each_queue_and_its_last_error() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Queues").await;
+    let k = gym.live_key.clone();
+    let register = |kind: &'static str, name: &'static str| {
+        let (app, k) = (&app, k.clone());
+        async move {
+            let r = app.device("POST", "/devices", &k, Some(json!({"kind": kind, "name": name})), &[]).await;
+            r.body["id"].as_str().unwrap().to_string()
+        }
+    };
+    let terminal = register("card_terminal", "Till").await;
+    register("fiscal_printer", "Printer").await;
+    let rows = json!({"rows": [{"legacy_id": "B", "name": "Bar", "price": {"amount": 250, "currency": "EUR"}}]});
+    app.post(&k, "/import/products", rows).await;
+    let product = app.get(&k, "/products").await.body["data"][0]["id"].clone();
+    for _ in 0..3 {
+        let order = json!({"lines": [{"product_id": product, "quantity": 1}]});
+        assert_eq!(app.device("POST", "/orders", &k, Some(order), &[]).await.status, 201);
+    }
+    let jobs = app.device("GET", &format!("/terminals/{terminal}/jobs"), &k, None, &[]).await.body;
+    let job = jobs["data"][0]["id"].as_str().unwrap();
+    let declined = json!({"outcome": "declined", "reason": "Card blocked"});
+    let path = format!("/terminals/{terminal}/jobs/{job}/report");
+    assert_eq!(app.device("POST", &path, &k, Some(declined), &[]).await.status, 200);
+
+    let owner = signed_in(&app, &gym, "owner@queues.example", "owner", &[]).await;
+    let page = owner.get("/settings/devices").await.body;
+    assert!(page.contains("2 payments waiting"), "{page}");
+    assert!(page.contains("Last error: Card blocked"), "{page}");
+    assert!(page.contains("No receipts waiting"), "{page}");
+    let one = owner.get(&format!("/settings/devices/{terminal}")).await.body;
+    assert!(one.contains("2 payments waiting") && one.contains("Card blocked"), "{one}");
+}
+
 /// The id of the first facility of a gym.
 async fn other_facility(app: &TestApp, gym: &Gym) -> String {
     accounts::first_facility(&app.db, gym.id).await.unwrap().unwrap().id.to_string()
