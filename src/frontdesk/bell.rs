@@ -216,13 +216,18 @@ pub async fn dismiss(db: &Db, gym_id: Uuid, ring_id: &str) -> Result<ring::Model
 pub async fn claim(db: &impl ConnectionTrait, door: &device::Model) -> Result<Vec<door_command::Model>, ApiError> {
     let backend = db.get_database_backend();
     let at = now();
-    let lock = if backend == DbBackend::Postgres { " FOR UPDATE SKIP LOCKED" } else { "" };
+    // PostgreSQL runs `= ANY(ARRAY(…))` once; `IN (…)` it may run again for every row it joins,
+    // each time handing out more (see `terminal::take`). SQLite has one writer and no arrays.
+    let (open, lock, close) = match backend {
+        DbBackend::Postgres => ("= ANY(ARRAY(", " FOR UPDATE SKIP LOCKED", "))"),
+        _ => ("IN (", "", ")"),
+    };
     let sql = placeholders(
         backend,
         &format!(
-            "UPDATE door_commands SET state = 'delivered', delivered_at = ?, updated_at = ? WHERE gym_id = ? AND id IN (\
+            "UPDATE door_commands SET state = 'delivered', delivered_at = ?, updated_at = ? WHERE gym_id = ? AND id {open}\
              SELECT id FROM door_commands WHERE gym_id = ? AND device_id = ? AND state = 'pending' AND expires_at > ? \
-             ORDER BY created_at, id LIMIT ?{lock}) RETURNING *"
+             ORDER BY created_at, id LIMIT ?{lock}{close} RETURNING *"
         ),
     );
     let values =

@@ -52,7 +52,7 @@ pub fn receipt(
 }
 
 /// Hands the facility's oldest pending receipt to `printer`, and to no other (one statement,
-/// `FOR UPDATE SKIP LOCKED` on PostgreSQL).
+/// `FOR UPDATE SKIP LOCKED` on PostgreSQL; a scalar subquery, run once, as `terminal::take`'s).
 pub async fn take(db: &Db, printer: &device::Model) -> Result<Vec<print_job::Model>, ApiError> {
     let backend = db.get_database_backend();
     let at = now();
@@ -61,7 +61,7 @@ pub async fn take(db: &Db, printer: &device::Model) -> Result<Vec<print_job::Mod
         backend,
         &format!(
             "UPDATE print_jobs SET state = 'delivered', device_id = ?, delivered_at = ?, updated_at = ? \
-             WHERE gym_id = ? AND id IN (SELECT id FROM print_jobs WHERE gym_id = ? AND facility_id = ? \
+             WHERE gym_id = ? AND id = (SELECT id FROM print_jobs WHERE gym_id = ? AND facility_id = ? \
              AND state = 'pending' ORDER BY created_at, id LIMIT 1{lock}) RETURNING *"
         ),
     );

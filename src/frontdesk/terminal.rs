@@ -36,7 +36,9 @@ pub struct Taken {
 
 /// Takes the facility's next payment for `terminal`, reserved to it for `reservation`: one this
 /// terminal holds already first (its retried poll), then the oldest pending or lapsed one. One
-/// statement (`FOR UPDATE SKIP LOCKED` on PostgreSQL), so two terminals never take one job.
+/// statement (`FOR UPDATE SKIP LOCKED` on PostgreSQL), so two terminals never take one job; the
+/// job is found by a scalar subquery (`id = (…)`), which PostgreSQL runs once: with `IN (…)` it
+/// ran it again for every row it joined, and one poll reserved every waiting payment.
 pub async fn take(db: &Db, terminal: &device::Model, reservation: Duration) -> Result<Taken, ApiError> {
     let backend = db.get_database_backend();
     let at = now();
@@ -46,7 +48,7 @@ pub async fn take(db: &Db, terminal: &device::Model, reservation: Duration) -> R
         backend,
         &format!(
             "UPDATE payment_jobs SET state = 'reserved', device_id = ?, reserved_until = ?, updated_at = ? \
-             WHERE gym_id = ? AND id IN (SELECT id FROM payment_jobs WHERE gym_id = ? AND facility_id = ? \
+             WHERE gym_id = ? AND id = (SELECT id FROM payment_jobs WHERE gym_id = ? AND facility_id = ? \
              AND (state = 'pending' OR (state = 'reserved' AND (reserved_until <= ? OR device_id = ?))) \
              ORDER BY CASE WHEN state = 'reserved' AND device_id = ? THEN 0 ELSE 1 END, created_at, id LIMIT 1{lock}) \
              RETURNING *"

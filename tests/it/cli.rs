@@ -233,7 +233,7 @@ async fn demo_door_lets_its_card_in(app: &TestApp, demo: &Value) {
     let (live, gym) = (demo["live_key"].as_str().unwrap(), demo["gym_id"].as_str().unwrap());
     let list = json_of(&gymapi(&app.database_url, &["device", "list", "--gym", gym, "--json"], None));
     let kinds: Vec<&str> = list["data"].as_array().unwrap().iter().map(|d| d["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["door", "doorbell", "door"]);
+    assert_eq!(kinds, ["door", "doorbell", "door", "kiosk", "card_terminal", "fiscal_printer"]);
     assert_eq!(list["data"][0]["online"], false);
     assert_eq!(list["data"][0]["id"], demo["door_id"]);
     let path = format!("/doors/{}/access", demo["door_id"].as_str().unwrap());
@@ -246,6 +246,26 @@ async fn demo_door_lets_its_card_in(app: &TestApp, demo: &Value) {
     let text = gymapi(&app.database_url, &["device", "list", "--gym", gym], None);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("online") && text.contains("Main entrance"), "{text}");
+    demo_counter_sells(app, demo).await;
+}
+
+/// The README's sale with the demo's ids: the kiosk orders, the terminal approves, the printer
+/// gets a numbered receipt.
+async fn demo_counter_sells(app: &TestApp, demo: &Value) {
+    use serde_json::json;
+    let live = demo["live_key"].as_str().unwrap();
+    let id = |field: &str| demo[field].as_str().unwrap().to_string();
+    let order = json!({"device_id": id("kiosk_id"), "lines": [{"product_id": id("product_id"), "quantity": 2}]});
+    let r = app.device("POST", "/orders", live, Some(order), &[]).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let terminal = id("terminal_id");
+    let job = app.device("GET", &format!("/terminals/{terminal}/jobs"), live, None, &[]).await.body;
+    let job = job["data"][0]["id"].as_str().unwrap().to_string();
+    let approved = json!({"outcome": "approved", "card_scheme": "visa", "card_last4": "4242"});
+    let path = format!("/terminals/{terminal}/jobs/{job}/report");
+    assert_eq!(app.device("POST", &path, live, Some(approved), &[]).await.status, 200);
+    let receipts = app.device("GET", &format!("/printers/{}/jobs", id("printer_id")), live, None, &[]).await.body;
+    assert_eq!(receipts["data"][0]["receipt"]["number"], 1, "{receipts}");
 }
 
 #[tokio::test]

@@ -253,6 +253,33 @@ async fn a_lapsed_reservation_is_offered_again() {
     assert_eq!(c.report_payment(&app, &other, job, approved()).await.status, 200);
 }
 
+/// A poll takes one job, however many wait: two terminals asking one after the other get two
+/// payments, and a printer gets one receipt per poll, in their order.
+#[tokio::test]
+async fn a_poll_takes_one_job_and_leaves_the_others() {
+    let app = TestApp::spawn().await;
+    let c = counter(&app, "One each").await;
+    let other = register(&app, c.key(), "card_terminal", "Second terminal").await;
+    for _ in 0..3 {
+        c.order(&app, json!([{"product_id": c.products["bar"], "quantity": 1}])).await;
+    }
+    let first = c.take_payment(&app, &c.terminal).await;
+    let second = c.take_payment(&app, &other).await;
+    assert_eq!((first.as_array().unwrap().len(), second.as_array().unwrap().len()), (1, 1));
+    assert_ne!(first[0]["id"], second[0]["id"]);
+    let open = app.device("GET", "/orders?open=true", c.key(), None, &[]).await.body;
+    let states: Vec<&str> =
+        open["data"].as_array().unwrap().iter().map(|o| o["payments"][0]["state"].as_str().unwrap()).collect();
+    assert_eq!(states.iter().filter(|s| **s == "pending").count(), 1, "{states:?}");
+    for (terminal, job) in [(&c.terminal, &first[0]["id"]), (&other, &second[0]["id"])] {
+        assert_eq!(c.report_payment(&app, terminal, job.as_str().unwrap(), approved()).await.status, 200);
+    }
+    let receipts = c.take_receipt(&app).await;
+    assert_eq!(receipts.as_array().unwrap().len(), 1);
+    assert_eq!(c.take_receipt(&app).await.as_array().unwrap().len(), 1);
+    assert!(c.take_receipt(&app).await.as_array().unwrap().is_empty());
+}
+
 /// Ten terminals, on two servers, ask for one payment at once: exactly one gets it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_terminals_on_two_servers_take_a_payment_once() {

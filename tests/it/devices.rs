@@ -195,6 +195,26 @@ async fn doors_deciding_at_once_all_answer_and_count_every_visit() {
     assert_eq!(app.get(k, &ada).await.body["visits_count"], 96);
 }
 
+/// A door takes at most 20 commands a poll, the oldest first, and the rest with the next.
+#[tokio::test]
+async fn a_door_takes_twenty_commands_a_poll() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Busy door").await;
+    let k = gym.live_key.clone();
+    let door = register(&app, &k, "door", "Front door").await;
+    let bell = register(&app, &k, "doorbell", "Bell").await;
+    for _ in 0..25 {
+        let ring = app.device("POST", &format!("/doorbells/{bell}/rings"), &k, Some(json!({})), &[]).await;
+        let path = format!("/rings/{}/open", ring.body["id"].as_str().unwrap());
+        assert_eq!(app.device("POST", &path, &k, Some(json!({"door_id": door})), &[]).await.status, 200);
+    }
+    let path = format!("/doors/{door}/commands");
+    let poll = || app.device("GET", &path, &k, None, &[]);
+    assert_eq!(poll().await.body["data"].as_array().unwrap().len(), 20);
+    assert_eq!(poll().await.body["data"].as_array().unwrap().len(), 5);
+    assert!(poll().await.body["data"].as_array().unwrap().is_empty());
+}
+
 #[tokio::test]
 async fn a_ring_is_seen_opened_and_its_command_handed_to_the_door_once() {
     let app = TestApp::spawn().await;
