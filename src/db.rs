@@ -268,6 +268,18 @@ pub fn add_up_statement(
     Some(Statement::from_sql_and_values(backend, sql, values))
 }
 
+/// The condition `id …` of an `UPDATE` that claims the rows `subquery` selects (their ids, with
+/// its own `LIMIT`): `= ANY(ARRAY(… FOR UPDATE SKIP LOCKED))` on PostgreSQL, which runs the
+/// subquery once and never waits for rows another claim holds (with `IN (…)` it may run it again
+/// for every row it joins, and claim more than the limit); `IN (…)` on SQLite, whose writer holds
+/// the file.
+pub fn claimed(backend: DbBackend, subquery: &str) -> String {
+    match backend {
+        DbBackend::Postgres => format!("= ANY(ARRAY({subquery} FOR UPDATE SKIP LOCKED))"),
+        _ => format!("IN ({subquery})"),
+    }
+}
+
 /// Whether a statement broke a unique index or constraint.
 pub fn is_unique_violation(err: &sea_orm::DbErr) -> bool {
     matches!(err.sql_err(), Some(sea_orm::SqlErr::UniqueConstraintViolation(_)))

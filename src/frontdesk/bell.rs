@@ -12,13 +12,13 @@ use entity::{
     states::{CommandState, DeviceKind, DoorAction, RingState},
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    Statement, sea_query::Expr,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set, Statement,
+    sea_query::Expr,
 };
 use uuid::Uuid;
 
 use crate::{
-    db::{Db, after_commit, begin_writing, placeholders},
+    db::{Db, after_commit, begin_writing, claimed, placeholders},
     errors::ApiError,
     records::{new_id, now},
     wake::Wakes,
@@ -216,18 +216,14 @@ pub async fn dismiss(db: &Db, gym_id: Uuid, ring_id: &str) -> Result<ring::Model
 pub async fn claim(db: &impl ConnectionTrait, door: &device::Model) -> Result<Vec<door_command::Model>, ApiError> {
     let backend = db.get_database_backend();
     let at = now();
-    // PostgreSQL runs `= ANY(ARRAY(…))` once; `IN (…)` it may run again for every row it joins,
-    // each time handing out more (see `terminal::take`). SQLite has one writer and no arrays.
-    let (open, lock, close) = match backend {
-        DbBackend::Postgres => ("= ANY(ARRAY(", " FOR UPDATE SKIP LOCKED", "))"),
-        _ => ("IN (", "", ")"),
-    };
+    let pending = "SELECT id FROM door_commands WHERE gym_id = ? AND device_id = ? AND state = 'pending' \
+                   AND expires_at > ? ORDER BY created_at, id LIMIT ?";
     let sql = placeholders(
         backend,
         &format!(
-            "UPDATE door_commands SET state = 'delivered', delivered_at = ?, updated_at = ? WHERE gym_id = ? AND id {open}\
-             SELECT id FROM door_commands WHERE gym_id = ? AND device_id = ? AND state = 'pending' AND expires_at > ? \
-             ORDER BY created_at, id LIMIT ?{lock}{close} RETURNING *"
+            "UPDATE door_commands SET state = 'delivered', delivered_at = ?, updated_at = ? WHERE gym_id = ? AND id {} \
+             RETURNING *",
+            claimed(backend, pending)
         ),
     );
     let values =

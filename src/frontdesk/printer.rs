@@ -8,7 +8,7 @@ use sea_orm::{ConnectionTrait, DbBackend, EntityTrait, Statement};
 use uuid::Uuid;
 
 use crate::{
-    db::{Db, begin_writing, placeholders},
+    db::{Db, begin_writing, claimed, placeholders},
     errors::ApiError,
     records::now,
 };
@@ -52,17 +52,18 @@ pub fn receipt(
 }
 
 /// Hands the facility's oldest pending receipt to `printer`, and to no other (one statement,
-/// `FOR UPDATE SKIP LOCKED` on PostgreSQL; a scalar subquery, run once, as `terminal::take`'s).
+/// `db::claimed`).
 pub async fn take(db: &Db, printer: &device::Model) -> Result<Vec<print_job::Model>, ApiError> {
     let backend = db.get_database_backend();
     let at = now();
-    let lock = if backend == DbBackend::Postgres { " FOR UPDATE SKIP LOCKED" } else { "" };
+    let next = "SELECT id FROM print_jobs WHERE gym_id = ? AND facility_id = ? AND state = 'pending' \
+                ORDER BY created_at, id LIMIT 1";
     let sql = placeholders(
         backend,
         &format!(
             "UPDATE print_jobs SET state = 'delivered', device_id = ?, delivered_at = ?, updated_at = ? \
-             WHERE gym_id = ? AND id = (SELECT id FROM print_jobs WHERE gym_id = ? AND facility_id = ? \
-             AND state = 'pending' ORDER BY created_at, id LIMIT 1{lock}) RETURNING *"
+             WHERE gym_id = ? AND id {} RETURNING *",
+            claimed(backend, next)
         ),
     );
     let (gym, me) = (printer.gym_id, printer.id);

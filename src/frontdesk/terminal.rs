@@ -9,12 +9,12 @@ use entity::{
     device, payment_job,
     states::{PaymentJobState, PaymentStatus},
 };
-use sea_orm::{ConnectionTrait, DbBackend, EntityTrait, FromQueryResult, QueryTrait, Statement};
+use sea_orm::{ConnectionTrait, EntityTrait, FromQueryResult, QueryTrait, Statement};
 use uuid::Uuid;
 
 use super::sales::{self, receipts_topic};
 use crate::{
-    db::{Db, Writes, after_commit, begin_writing, placeholders},
+    db::{Db, Writes, after_commit, begin_writing, claimed, placeholders},
     errors::ApiError,
     records::now,
     wake::Wakes,
@@ -36,22 +36,22 @@ pub struct Taken {
 
 /// Takes the facility's next payment for `terminal`, reserved to it for `reservation`: one this
 /// terminal holds already first (its retried poll), then the oldest pending or lapsed one. One
-/// statement (`FOR UPDATE SKIP LOCKED` on PostgreSQL), so two terminals never take one job; the
-/// job is found by a scalar subquery (`id = (…)`), which PostgreSQL runs once: with `IN (…)` it
-/// ran it again for every row it joined, and one poll reserved every waiting payment.
+/// statement (`db::claimed`), so two terminals never take one job, and one poll takes one (with
+/// `IN (…)`, PostgreSQL ran the subquery again for every row it joined, and one poll reserved
+/// every waiting payment).
 pub async fn take(db: &Db, terminal: &device::Model, reservation: Duration) -> Result<Taken, ApiError> {
     let backend = db.get_database_backend();
     let at = now();
     let until = at + chrono::Duration::from_std(reservation).unwrap_or_default();
-    let lock = if backend == DbBackend::Postgres { " FOR UPDATE SKIP LOCKED" } else { "" };
+    let next = "SELECT id FROM payment_jobs WHERE gym_id = ? AND facility_id = ? \
+                AND (state = 'pending' OR (state = 'reserved' AND (reserved_until <= ? OR device_id = ?))) \
+                ORDER BY CASE WHEN state = 'reserved' AND device_id = ? THEN 0 ELSE 1 END, created_at, id LIMIT 1";
     let sql = placeholders(
         backend,
         &format!(
             "UPDATE payment_jobs SET state = 'reserved', device_id = ?, reserved_until = ?, updated_at = ? \
-             WHERE gym_id = ? AND id = (SELECT id FROM payment_jobs WHERE gym_id = ? AND facility_id = ? \
-             AND (state = 'pending' OR (state = 'reserved' AND (reserved_until <= ? OR device_id = ?))) \
-             ORDER BY CASE WHEN state = 'reserved' AND device_id = ? THEN 0 ELSE 1 END, created_at, id LIMIT 1{lock}) \
-             RETURNING *"
+             WHERE gym_id = ? AND id {} RETURNING *",
+            claimed(backend, next)
         ),
     );
     let (gym, me) = (terminal.gym_id, terminal.id);

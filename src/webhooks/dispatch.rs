@@ -20,9 +20,7 @@ use std::{
 use chrono::{DateTime, Utc};
 use entity::{states::DeliveryStatus, webhook_delivery, webhook_endpoint, webhook_event};
 use futures_util::future::join_all;
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, QueryFilter, Statement,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, Statement};
 use serde_json::json;
 use tokio::sync::Notify;
 use uuid::Uuid;
@@ -235,14 +233,13 @@ impl Dispatcher {
             .map(|row| row.try_get::<Uuid>("", "gym_id"))
             .collect::<Result<_, _>>()?;
         let until = at + chrono::Duration::from_std(LEASE).unwrap_or_default();
-        let lock = if backend == DbBackend::Postgres { " FOR UPDATE SKIP LOCKED" } else { "" };
+        let leasable = "SELECT id FROM webhook_deliveries WHERE gym_id = ? AND status = 'pending' AND next_attempt_at <= ? \
+                   AND (claimed_until IS NULL OR claimed_until < ?) ORDER BY next_attempt_at, id LIMIT ?";
         let sql = placeholders(
             backend,
             &format!(
-                "UPDATE webhook_deliveries SET claimed_until = ? WHERE gym_id = ? AND id IN (\
-                 SELECT id FROM webhook_deliveries WHERE gym_id = ? AND status = 'pending' AND next_attempt_at <= ? \
-                 AND (claimed_until IS NULL OR claimed_until < ?) ORDER BY next_attempt_at, id LIMIT ?{lock}) \
-                 RETURNING *"
+                "UPDATE webhook_deliveries SET claimed_until = ? WHERE gym_id = ? AND id {} RETURNING *",
+                crate::db::claimed(backend, leasable)
             ),
         );
         let mut claimed = Vec::new();
