@@ -112,7 +112,10 @@ pub(super) fn order(s: &Sale, gym: (&str, &str), at: DateTime<Utc>) -> Order {
 impl DeviceHandlers {
     /// An order as the API returns it (the gym's name and time zone read for its receipts).
     async fn answer(&self, ctx: &RequestContext, sale: &Sale) -> Result<Order, ApiError> {
-        let (name, timezone) = self.gym_label(ctx).await?;
+        let (name, timezone) = match sale.receipts.is_empty() {
+            true => (String::new(), ctx.tenant.timezone.clone()),
+            false => self.gym_label(ctx).await?,
+        };
         Ok(order(sale, (&name, &timezone), now()))
     }
 }

@@ -18,7 +18,8 @@ use crate::{
 impl DeviceHandlers {
     /// A print job as the API returns it, its receipt read from its sale.
     async fn print_job(&self, ctx: &RequestContext, j: &entity::print_job::Model) -> Result<PrintJob, ApiError> {
-        let sale = sales::find(self.db(), ctx.tenant.gym_id, &j.purchase_id.to_string()).await?;
+        let missing = || ApiError::not_found("order", &j.purchase_id.to_string());
+        let sale = sales::with_items(self.db(), ctx.tenant.gym_id, j.purchase_id).await?.ok_or_else(missing)?;
         let (name, timezone) = self.gym_label(ctx).await?;
         let receipt = printer::receipt((&name, &timezone), &sale.purchase, &sale.lines, j.receipt_number);
         Ok(print(j, &receipt))

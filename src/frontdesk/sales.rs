@@ -277,6 +277,26 @@ pub async fn find(db: &impl ConnectionTrait, gym_id: Uuid, id: &str) -> Result<S
     sales_of(db, gym_id, vec![p]).await?.pop().ok_or_else(missing)
 }
 
+/// A sale of the gym with its items only (not its jobs), its row locked for the rest of the
+/// transaction: what a change that fires the sale's event needs.
+pub async fn locked_with_items(db: &impl ConnectionTrait, gym_id: Uuid, id: Uuid) -> Result<Option<Sale>, ApiError> {
+    let Some(purchase) = lock(db, gym_id, id).await? else { return Ok(None) };
+    items_of(db, purchase).await.map(Some)
+}
+
+/// A sale of the gym with its items only (not its jobs): what its receipt needs.
+pub async fn with_items(db: &impl ConnectionTrait, gym_id: Uuid, id: Uuid) -> Result<Option<Sale>, ApiError> {
+    let found = purchase::Entity::find_by_id((gym_id, id)).one(db).await?.filter(|p| p.facility_id.is_some());
+    let Some(purchase) = found else { return Ok(None) };
+    items_of(db, purchase).await.map(Some)
+}
+
+async fn items_of(db: &impl ConnectionTrait, purchase: purchase::Model) -> Result<Sale, ApiError> {
+    let (gym_id, id) = (purchase.gym_id, purchase.id);
+    let lines = purchases::lines_of(db, gym_id, &[id]).await?.remove(&id).unwrap_or_default();
+    Ok(Sale { purchase, lines, payments: Vec::new(), receipts: Vec::new() })
+}
+
 /// These sales of a gym with their items and jobs (three queries however many).
 pub async fn sales_of(
     db: &impl ConnectionTrait,

@@ -136,8 +136,7 @@ pub async fn report(
     let found = payment_job::Entity::find_by_id((gym_id, uuid)).one(db).await?;
     let job = found.filter(|j| j.facility_id == terminal.facility_id).ok_or_else(missing)?;
     let txn = begin_writing(db).await?;
-    let mut sale = sales::find(&txn, gym_id, &job.purchase_id.to_string()).await?;
-    sale.purchase = sales::lock(&txn, gym_id, job.purchase_id).await?.ok_or_else(missing)?;
+    let mut sale = sales::locked_with_items(&txn, gym_id, job.purchase_id).await?.ok_or_else(missing)?;
     let job = payment_job::Entity::find_by_id((gym_id, uuid)).one(&txn).await?.ok_or_else(missing)?;
     match job.state {
         PaymentJobState::Reserved if job.device_id == Some(terminal.id) => {}
