@@ -26,6 +26,7 @@ pub fn devices_service(state: &AppState) -> OpenApiService<openapi::devices::Api
 /// The whole HTTP application.
 pub fn app(state: AppState) -> impl Endpoint<Output = Response> {
     let (api_state, devices_state) = (state.clone(), state.clone());
+    let limits = middleware::EdgeLimits { body_timeout: state.config.body_timeout };
     let api = openapi_service(&state)
         .around(move |ep, req| middleware::gate(ep, req, api_state.clone(), Family::Integration));
     let devices = devices_service(&state)
@@ -39,5 +40,5 @@ pub fn app(state: AppState) -> impl Endpoint<Output = Response> {
         .data(state)
         // A bug must still answer JSON; the panic itself is printed by the panic hook.
         .with(CatchPanic::new().with_handler(|_| ApiError::internal(anyhow::anyhow!("handler panicked")).as_response()))
-        .around(middleware::edge)
+        .around(move |ep, req| middleware::edge(ep, req, limits))
 }

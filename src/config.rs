@@ -47,6 +47,14 @@ pub struct Config {
     pub webhook_dispatch: bool,
     /// `GYMAPI_LOG_FORMAT=json` for JSON lines (default: human-readable).
     pub log_json: bool,
+    /// `GYMAPI_HEADER_TIMEOUT_SECS`, default 30: how long a connection may take to send a request's
+    /// head once the server waits for one (so also how long it may stay idle between requests).
+    pub header_timeout: Duration,
+    /// `GYMAPI_BODY_TIMEOUT_SECS`, default 30: how long a request's body may take to arrive.
+    pub body_timeout: Duration,
+    /// `GYMAPI_MAX_CONNECTIONS`, default 10,000 (or what the process's open-file limit leaves): one
+    /// more is answered 503 and closed.
+    pub max_connections: usize,
 }
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://gymapi.db?mode=rwc";
@@ -74,8 +82,22 @@ impl Default for Config {
                 .collect(),
             webhook_dispatch: true,
             log_json: false,
+            header_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 10_000,
         }
     }
+}
+
+/// Files kept for everything but client connections: the database's and Redis's connections, the
+/// log, the SQLite file.
+pub const RESERVED_FILES: usize = 64;
+
+/// The process's soft limit of open files (Linux's `/proc/self/limits`), if it can be read.
+pub fn open_files_limit() -> Option<usize> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
 }
 
 fn var(name: &str) -> Option<String> {
@@ -156,6 +178,17 @@ impl Config {
             c.webhook_dispatch = !matches!(v.trim(), "0" | "false" | "no" | "off");
         }
         c.log_json = var("GYMAPI_LOG_FORMAT").is_some_and(|v| v == "json");
+        if let Some(v) = var("GYMAPI_HEADER_TIMEOUT_SECS") {
+            c.header_timeout = Duration::from_secs(positive("GYMAPI_HEADER_TIMEOUT_SECS", &v)?.into());
+        }
+        if let Some(v) = var("GYMAPI_BODY_TIMEOUT_SECS") {
+            c.body_timeout = Duration::from_secs(positive("GYMAPI_BODY_TIMEOUT_SECS", &v)?.into());
+        }
+        let files = open_files_limit();
+        c.max_connections = match var("GYMAPI_MAX_CONNECTIONS") {
+            Some(v) => positive("GYMAPI_MAX_CONNECTIONS", &v)? as usize,
+            None => files.map_or(10_000, |n| n.saturating_sub(RESERVED_FILES).clamp(16, 10_000)),
+        };
         Ok(c)
     }
 }

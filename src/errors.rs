@@ -87,6 +87,18 @@ pub enum ApiError {
     RateLimited { retry_after_secs: u64 },
     #[error("service unavailable: {0}")]
     ServiceUnavailable(String),
+    /// A request the server cannot read (400 `bad_request`).
+    #[error("bad request: {0}")]
+    BadRequest(String),
+    /// A body larger than the route takes (413 `payload_too_large`).
+    #[error("payload too large: {0}")]
+    PayloadTooLarge(String),
+    /// A body that did not arrive in time (408 `request_timeout`).
+    #[error("request timeout")]
+    RequestTimeout,
+    /// A request head larger than the server takes (431 `request_header_fields_too_large`).
+    #[error("request header fields too large: {0}")]
+    HeadersTooLarge(String),
     #[error("internal error: {0:#}")]
     Internal(anyhow::Error),
 }
@@ -121,6 +133,10 @@ impl ApiError {
             Self::Validation(_) => "validation_failed",
             Self::RateLimited { .. } => "rate_limited",
             Self::ServiceUnavailable(_) => "service_unavailable",
+            Self::BadRequest(_) => "bad_request",
+            Self::PayloadTooLarge(_) => "payload_too_large",
+            Self::RequestTimeout => "request_timeout",
+            Self::HeadersTooLarge(_) => "request_header_fields_too_large",
             Self::Internal(_) => "internal_error",
         }
     }
@@ -129,8 +145,15 @@ impl ApiError {
         match self {
             Self::Unauthorized => Cow::Borrowed(UNAUTHORIZED_MESSAGE),
             Self::PaymentRequired => Cow::Borrowed("payment_required"),
-            Self::Forbidden(m) | Self::NotFound(m) | Self::ServiceUnavailable(m) | Self::StateConflict(m) => {
-                Cow::Borrowed(m)
+            Self::Forbidden(m)
+            | Self::NotFound(m)
+            | Self::ServiceUnavailable(m)
+            | Self::StateConflict(m)
+            | Self::BadRequest(m)
+            | Self::PayloadTooLarge(m)
+            | Self::HeadersTooLarge(m) => Cow::Borrowed(m),
+            Self::RequestTimeout => {
+                Cow::Borrowed("The request's body did not arrive in time; send it again without pausing.")
             }
             Self::MethodNotAllowed { method, path, .. } => Cow::Owned(format!("{method} is not allowed on {path}.")),
             Self::IdempotencyConflict => Cow::Borrowed("A request with this Idempotency-Key is still in progress."),
@@ -161,12 +184,23 @@ impl ResponseError for ApiError {
             Self::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            Self::HeadersTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            Self::Internal(_) if unavailable(self) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
     fn as_response(&self) -> Response {
         if let Self::Internal(err) = self {
+            if unavailable(self) {
+                tracing::warn!(error = format!("{err:#}"), "database unavailable");
+                let mut response = error_response(StatusCode::SERVICE_UNAVAILABLE, "service_unavailable", DB_DOWN);
+                response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(1));
+                return response;
+            }
             tracing::error!(error = format!("{err:#}"), "internal error");
         }
         let mut response = match self {
@@ -187,6 +221,32 @@ impl ResponseError for ApiError {
             _ => {}
         }
         response
+    }
+}
+
+/// What a client is told when the database cannot be reached.
+const DB_DOWN: &str = "The database is unavailable; retry in a moment.";
+
+/// Whether an internal error is the database being out of reach (a connection lost, refused or not
+/// to be had in time, a server shutting down) rather than a fault of ours: 503, not 500.
+fn unavailable(err: &ApiError) -> bool {
+    let ApiError::Internal(err) = err else { return false };
+    err.chain().any(|cause| cause.downcast_ref::<sea_orm::DbErr>().is_some_and(db_unavailable))
+}
+
+fn db_unavailable(err: &sea_orm::DbErr) -> bool {
+    use sea_orm::{DbErr, RuntimeErr, sqlx::Error};
+    let sqlx = match err {
+        DbErr::ConnectionAcquire(_) | DbErr::Conn(_) => return true,
+        DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e)) => e,
+        _ => return false,
+    };
+    match sqlx {
+        Error::Io(_) | Error::PoolTimedOut | Error::PoolClosed | Error::WorkerCrashed | Error::Tls(_) => true,
+        // Connection exceptions (08), insufficient resources (53), operator intervention (57: a
+        // terminated backend, a server shutting down).
+        Error::Database(db) => db.code().is_some_and(|c| ["08", "53", "57"].iter().any(|class| c.starts_with(class))),
+        _ => false,
     }
 }
 

@@ -1,29 +1,137 @@
-//! Running the service: bind, serve, shut down gracefully.
+//! Running the service: bind, accept connections up to a cap, serve each with hyper under the
+//! configured limits, shut down gracefully.
+//!
+//! The limits every connection is held to (README, "Configuration"): at most `max_connections`
+//! open at once (one more is answered 503 and closed, never left waiting); a request's head must
+//! arrive within `header_timeout` of the connection starting to wait for it, which also closes a
+//! connection idle between requests for that long; its body within `body_timeout` (the edge,
+//! `middleware::edge`). Malformed header lines are dropped rather than refused by hyper, so that the
+//! edge answers such a request in JSON like any other.
 
-use std::time::Duration;
+use std::{convert::Infallible, future::Future, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
-use poem::{Server, listener::TcpListener};
+use hyper_util::{
+    rt::{TokioExecutor, TokioIo, TokioTimer},
+    server::{conn::auto, graceful::GracefulShutdown},
+};
+use poem::{
+    Addr, Endpoint, Request,
+    http::uri::Scheme,
+    web::{LocalAddr, RemoteAddr},
+};
+use tokio::{io::AsyncWriteExt, net::TcpListener, sync::Semaphore};
 
 use crate::{app::app, state::AppState};
+
+/// How long requests in flight may take to finish once the server shuts down.
+const DRAIN: Duration = Duration::from_secs(30);
+
+/// The most header lines hyper reads, and the most bytes it buffers for a request's head: above
+/// what the edge allows (`middleware::edge::MAX_HEADERS`, `MAX_HEAD_BYTES`), so that the edge,
+/// not hyper, refuses a head too large, in JSON.
+const HYPER_MAX_HEADERS: usize = 1_000;
+const HYPER_MAX_BUF: usize = 2 * 1024 * 1024;
 
 /// Serves until SIGINT or SIGTERM; requests in flight get up to 30 s to finish, and waiting long
 /// polls answer at once.
 pub async fn serve(state: AppState) -> anyhow::Result<()> {
     let bind = state.config.bind;
-    let listener = TcpListener::bind(bind);
+    let listener = TcpListener::bind(bind).await.with_context(|| format!("cannot serve on {bind}"))?;
     tracing::info!(%bind, "gymapi listening");
-    let shutdown = state.shutdown.clone();
-    let signal = async move {
-        shutdown_signal().await;
-        shutdown.begin();
-    };
-    Server::new(listener)
-        .run_with_graceful_shutdown(app(state), signal, Some(Duration::from_secs(30)))
-        .await
-        .with_context(|| format!("cannot serve on {bind}"))
+    run(listener, state, shutdown_signal()).await;
+    Ok(())
 }
 
+/// Serves `state` on `listener` until `stop` completes, then lets requests in flight finish (30 s
+/// at most) while waiting long polls answer at once. Tests serve through this too.
+pub async fn run(listener: TcpListener, state: AppState, stop: impl Future<Output = ()>) {
+    let endpoint = Arc::new(app(state.clone()));
+    let config = state.config.clone();
+    let files = crate::config::open_files_limit();
+    if let Some(n) = files.filter(|n| config.max_connections + crate::config::RESERVED_FILES > *n) {
+        tracing::warn!(
+            max_connections = config.max_connections,
+            open_files = n,
+            "GYMAPI_MAX_CONNECTIONS is close to the process's open-file limit (ulimit -n)"
+        );
+    }
+    let mut http = auto::Builder::new(TokioExecutor::new());
+    http.http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.header_timeout)
+        .ignore_invalid_headers(true)
+        .max_headers(HYPER_MAX_HEADERS)
+        .max_buf_size(HYPER_MAX_BUF);
+    http.http2().timer(TokioTimer::new()).max_header_list_size(u32::try_from(HYPER_MAX_BUF).unwrap_or(u32::MAX));
+    let http = Arc::new(http);
+    let permits = Arc::new(Semaphore::new(config.max_connections));
+    let graceful = GracefulShutdown::new();
+    let local = listener.local_addr().ok();
+    tokio::pin!(stop);
+    loop {
+        let (socket, peer) = tokio::select! {
+            biased;
+            () = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors, say: wait a moment instead of spinning on it.
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tokio::spawn(refuse(socket));
+            continue;
+        };
+        let (endpoint, http) = (endpoint.clone(), http.clone());
+        let addrs = (local.map_or(Addr::Custom("tcp", "".into()), Addr::SocketAddr), Addr::SocketAddr(peer));
+        let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+            let endpoint = endpoint.clone();
+            let (local, remote) = (LocalAddr(addrs.0.clone()), RemoteAddr(addrs.1.clone()));
+            async move {
+                let req = Request::from((req, local, remote, Scheme::HTTP));
+                Ok::<_, Infallible>(hyper::Response::<_>::from(endpoint.get_response(req).await))
+            }
+        });
+        let connection = http.serve_connection(TokioIo::new(socket), service).into_owned();
+        let watched = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(e) = watched.await {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+            drop(permit);
+        });
+    }
+    tracing::info!("shutting down: finishing requests in flight");
+    state.shutdown.begin();
+    if tokio::time::timeout(DRAIN, graceful.shutdown()).await.is_err() {
+        tracing::warn!("requests still in flight after {DRAIN:?}; stopping anyway");
+    }
+}
+
+/// Answers a connection over the cap: a 503 in JSON, then closes it.
+async fn refuse(mut socket: tokio::net::TcpStream) {
+    let id = uuid::Uuid::now_v7();
+    let body = serde_json::json!({"error": {"type": "service_unavailable",
+        "message": "The server has as many connections open as it allows; retry in a moment."}})
+    .to_string();
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+         retry-after: 1\r\nx-request-id: {id}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let write = async {
+        socket.write_all(response.as_bytes()).await?;
+        socket.shutdown().await
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(5), write).await;
+}
+
+/// Until SIGINT or SIGTERM.
 pub async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -43,5 +151,4 @@ pub async fn shutdown_signal() {
         () = ctrl_c => {},
         () = term => {},
     }
-    tracing::info!("shutting down: finishing requests in flight");
 }

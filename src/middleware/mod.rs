@@ -7,5 +7,5 @@ mod edge;
 mod gate;
 mod idempotency;
 
-pub use edge::edge;
+pub use edge::{EdgeLimits, edge};
 pub use gate::gate;

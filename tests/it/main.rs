@@ -13,6 +13,7 @@ mod counter;
 mod devices;
 mod durability;
 mod errors;
+mod hardening;
 mod import;
 mod limits;
 mod members;

@@ -13,11 +13,7 @@ use gymapi::{
     accounts::{self, Actor},
     config::Config,
     context::Environment,
-    {app::app, state::AppState},
-};
-use poem::{
-    Server,
-    listener::{Acceptor, Listener, TcpListener},
+    state::AppState,
 };
 use reqwest::{Method, header::HeaderMap};
 use sea_orm::{ConnectionTrait, DatabaseConnection};
@@ -108,11 +104,9 @@ impl Drop for Scratch {
 
 /// Serves `state` on a free local port: its `http://127.0.0.1:PORT` and the server's task.
 async fn listen(state: AppState) -> (String, tokio::task::JoinHandle<()>) {
-    let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.unwrap();
-    let addr = *acceptor.local_addr()[0].as_socket_addr().unwrap();
-    let server = tokio::spawn(async move {
-        let _ = Server::new_with_acceptor(acceptor).run(app(state)).await;
-    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(gymapi::server::run(listener, state, std::future::pending()));
     (format!("http://{addr}"), server)
 }
 

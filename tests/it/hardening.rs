@@ -1,0 +1,227 @@
+//! The server's own limits, seen from a socket: bodies, heads, slow and idle connections, the
+//! connection cap, and a database that goes away. Every refusal is JSON with `X-Request-Id`.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+};
+
+use crate::common::TestApp;
+
+/// Long enough for any answer the tests wait for; a test that needs it has failed.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+async fn connect(app: &TestApp) -> TcpStream {
+    TcpStream::connect(app.address.trim_start_matches("http://")).await.unwrap()
+}
+
+/// A response read off a socket until the server closes it.
+struct Raw {
+    status: u16,
+    head: String,
+    body: Value,
+}
+
+/// Reads what the server sends until it closes the connection (or `PATIENCE` passes: a failure).
+async fn read_all(socket: &mut TcpStream) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let read = tokio::time::timeout(PATIENCE, socket.read_to_end(&mut bytes)).await;
+    assert!(read.is_ok(), "the server kept the connection open: {:?}", String::from_utf8_lossy(&bytes));
+    bytes
+}
+
+fn parse(bytes: &[u8]) -> Raw {
+    let text = String::from_utf8_lossy(bytes).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = serde_json::from_str(body).unwrap_or(Value::Null);
+    Raw { status, head: head.to_ascii_lowercase(), body }
+}
+
+/// Sends `request` (a whole HTTP/1.1 request, `Connection: close`) and reads the answer.
+async fn exchange(app: &TestApp, request: &[u8]) -> Raw {
+    let mut socket = connect(app).await;
+    socket.write_all(request).await.unwrap();
+    parse(&read_all(&mut socket).await)
+}
+
+fn assert_json_refusal(r: &Raw, status: u16, kind: &str) {
+    assert_eq!(r.status, status, "{}", r.head);
+    assert_eq!(r.body["error"]["type"], kind, "{:?}", r.body);
+    assert!(r.head.contains("x-request-id:"), "{}", r.head);
+    assert!(r.head.contains("content-type: application/json"), "{}", r.head);
+}
+
+/// A settings form of 256 KiB, declared or chunked, is refused after 16 KiB at most: nothing
+/// reads a body larger than its route takes, a session or not.
+#[tokio::test]
+async fn settings_bodies_are_bounded_declared_or_chunked() {
+    let app = TestApp::spawn().await;
+    let form = format!("email=a%40b.example&password={}", "x".repeat(256 * 1024));
+    let declared = format!(
+        "POST /settings/sign-in HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        form.len()
+    );
+    // Declared: refused from the head alone, the body never sent.
+    let r = exchange(&app, declared.as_bytes()).await;
+    assert_json_refusal(&r, 413, "payload_too_large");
+
+    let mut socket = connect(&app).await;
+    let head = "POST /settings/sign-in HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+                Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+    socket.write_all(head.as_bytes()).await.unwrap();
+    for piece in form.as_bytes().chunks(8 * 1024) {
+        let chunk = [format!("{:x}\r\n", piece.len()).as_bytes(), piece, b"\r\n"].concat();
+        if socket.write_all(&chunk).await.is_err() {
+            break; // the server has answered and closed: what the test wants
+        }
+    }
+    let _ = socket.write_all(b"0\r\n\r\n").await;
+    assert_json_refusal(&parse(&read_all(&mut socket).await), 413, "payload_too_large");
+
+    // A form of its normal size still works (the page answers, here with its own error).
+    let r = app.client.post(format!("{}/settings/sign-in", app.address)).form(&[("email", "a@b.example")]).send().await;
+    assert_ne!(r.unwrap().status(), 413);
+}
+
+/// A body that stops halfway is answered 408 once the body timeout passes, and the connection
+/// closed; a head that trickles in is cut off at the header timeout, and so is an idle connection.
+#[tokio::test]
+async fn slow_and_idle_connections_are_closed() {
+    let app = TestApp::spawn_with(|c| {
+        c.body_timeout = Duration::from_secs(1);
+        c.header_timeout = Duration::from_secs(1);
+    })
+    .await;
+    let gym = app.gym("Slow").await;
+    let head = format!(
+        "POST /api/v1/members HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"first_name\":",
+        gym.live_key
+    );
+    let r = exchange(&app, head.as_bytes()).await;
+    assert_json_refusal(&r, 408, "request_timeout");
+
+    // One header byte a while: the connection is closed without an answer to wait for.
+    let mut socket = connect(&app).await;
+    let trickle = async {
+        for b in b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " {
+            if socket.write_all(&[*b]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        std::future::pending::<()>().await
+    };
+    let _ = tokio::time::timeout(PATIENCE, trickle).await;
+    read_all(&mut socket).await;
+
+    // Idle after one request: closed too.
+    let mut socket = connect(&app).await;
+    socket.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    let answered = read_all(&mut socket).await;
+    assert_eq!(parse(&answered).status, 200);
+}
+
+/// One connection over the cap is answered 503 in JSON and closed at once; the connections under
+/// the cap are served, and a place freed is taken again.
+#[tokio::test]
+async fn connections_over_the_cap_are_refused_clearly() {
+    let app = TestApp::spawn_with(|c| c.max_connections = 3).await;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut socket = connect(&app).await;
+        socket.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        let mut first = [0u8; 12];
+        socket.read_exact(&mut first).await.unwrap();
+        assert_eq!(&first, b"HTTP/1.1 200");
+        held.push(socket);
+    }
+    let r = exchange(&app, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await;
+    assert_json_refusal(&r, 503, "service_unavailable");
+    assert!(r.head.contains("retry-after:"), "{}", r.head);
+    drop(held);
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let r = exchange(&app, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await;
+        if r.status == 200 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no place was freed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Heads too large, by their lines or their bytes, answer 431 in JSON; a malformed header line is
+/// ignored and the request answered as usual.
+#[tokio::test]
+async fn oversized_and_malformed_heads_answer_json() {
+    let app = TestApp::spawn().await;
+    let many: String = (0..500).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let r = exchange(
+        &app,
+        format!("GET /api/v1/members HTTP/1.1\r\nHost: x\r\n{many}Connection: close\r\n\r\n").as_bytes(),
+    )
+    .await;
+    assert_json_refusal(&r, 431, "request_header_fields_too_large");
+
+    let big = "v".repeat(1024 * 1024);
+    let r = exchange(
+        &app,
+        format!("GET /api/v1/members HTTP/1.1\r\nHost: x\r\nX-Big: {big}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await;
+    assert_json_refusal(&r, 431, "request_header_fields_too_large");
+
+    let r = exchange(
+        &app,
+        b"GET /api/v1/members HTTP/1.1\r\nHost: x\r\nThis line has no colon\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_json_refusal(&r, 401, "unauthorized");
+}
+
+/// The database's connections are cut while requests run: they answer 503 JSON with Retry-After,
+/// never 500, and the server recovers without a restart.
+#[tokio::test]
+async fn a_lost_database_connection_answers_503_then_recovers() {
+    if std::env::var("TEST_DATABASE_URL").ok().filter(|u| !u.is_empty()).is_none() {
+        eprintln!("skipped: needs TEST_DATABASE_URL (the PostgreSQL pass of .ci/run runs it)");
+        return;
+    }
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Cut").await;
+    let key = gym.live_key.clone();
+    let get = |app: &TestApp| app.client.get(format!("{}/api/v1/members", app.address)).bearer_auth(&key).send();
+    assert_eq!(get(&app).await.unwrap().status(), 200);
+    let database = url::Url::parse(&app.database_url).unwrap().path().trim_start_matches('/').to_string();
+    let admin = sea_orm::Database::connect(std::env::var("TEST_DATABASE_URL").unwrap()).await.unwrap();
+    let mut statuses = Vec::new();
+    for round in 0..4 {
+        let cut = format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}' AND pid <> pg_backend_pid()"
+        );
+        sea_orm::ConnectionTrait::execute_unprepared(&admin, &cut).await.unwrap();
+        let answers = futures_util::future::join_all((0..8).map(|_| get(&app))).await;
+        for r in answers {
+            let r = r.unwrap();
+            let status = r.status().as_u16();
+            if status != 200 {
+                assert!(r.headers().contains_key("retry-after"), "round {round}: {status} without Retry-After");
+                let body: Value = r.json().await.unwrap();
+                assert_eq!(body["error"]["type"], "service_unavailable", "round {round}: {body}");
+            }
+            statuses.push(status);
+        }
+    }
+    assert!(statuses.iter().all(|s| *s == 200 || *s == 503), "{statuses:?}");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while get(&app).await.unwrap().status() != 200 {
+        assert!(tokio::time::Instant::now() < deadline, "the server did not recover");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
