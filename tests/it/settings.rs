@@ -419,3 +419,35 @@ async fn the_devices_page_shows_each_queue_and_its_last_error() {
 async fn other_facility(app: &TestApp, gym: &Gym) -> String {
     accounts::first_facility(&app.db, gym.id).await.unwrap().unwrap().id.to_string()
 }
+
+/// The webhook URL guard refuses every IPv6 spelling of a private IPv4 address: IPv4-compatible,
+/// IPv4-mapped, NAT64, 6to4 and Teredo; a public one of the same forms is taken.
+#[tokio::test]
+async fn webhook_urls_in_ipv6_forms_of_private_addresses_are_refused() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Guarded").await;
+    let b = signed_in(&app, &gym, "owner@guarded.example", "owner", &[]).await;
+    let page = b.get("/settings/integrations/webhooks").await;
+    let add = |url: &'static str| {
+        let csrf = page.csrf();
+        let b = &b;
+        async move {
+            let form = [("csrf", csrf.as_str()), ("url", url), ("environment", "live"), ("events", "member.created")];
+            b.post("/settings/integrations/webhooks/endpoints", &form).await
+        }
+    };
+    for url in [
+        "https://[::127.0.0.1]/h",
+        "https://[::ffff:10.0.0.1]/h",
+        "https://[64:ff9b::192.168.1.1]/h",
+        "https://[2002:7f00:1::1]/h",
+        "https://[2001:0:4136:e378:8000:63bf:f5ff:fffe]/h",
+    ] {
+        let refused = add(url).await;
+        assert!(refused.body.contains("is not a public address"), "{url}: {}", refused.body);
+    }
+    let listed = gymapi::webhooks::list_endpoints(&app.db, &accounts::Actor::Operator, gym.id).await.unwrap();
+    assert!(listed.is_empty(), "{listed:?}");
+    let taken = add("https://[64:ff9b::1.1.1.1]/h").await;
+    assert!(taken.body.contains("whsec_"), "{}", taken.body);
+}
