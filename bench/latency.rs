@@ -53,6 +53,9 @@ impl Store for NoStore {
     async fn forget_grants(&self, _: &[String]) -> Result<(), StoreError> {
         Ok(())
     }
+    async fn remember_refusal(&self, _: &str, _: gymapi::limits::KeyRefusal, _: Duration) -> Result<(), StoreError> {
+        Ok(())
+    }
     async fn idempotency_begin(&self, _: &str, _: &str, _: Duration) -> Result<IdempotencyState, StoreError> {
         Ok(IdempotencyState::Started)
     }

@@ -87,7 +87,7 @@ async fn run(label: &str, database_url: Option<&str>, redis: Option<&str>) {
         assert_eq!(create(i).await.unwrap().status(), 201);
     }
     let started = Instant::now();
-    let dispatcher = Dispatcher::new(db.clone(), &config, wake).unwrap();
+    let dispatcher = Dispatcher::new(db.clone(), &config, wake, Default::default()).unwrap();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(dispatcher.run(async {
         let _ = stop_rx.await;

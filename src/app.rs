@@ -1,5 +1,7 @@
 //! Assembles the service: the routes and the layers around them. Tests start exactly this on port 0.
 
+use std::sync::Arc;
+
 use poem::{Endpoint, EndpointExt, Response, Route, error::ResponseError, get, middleware::CatchPanic};
 use poem_openapi::OpenApiService;
 
@@ -26,7 +28,8 @@ pub fn devices_service(state: &AppState) -> OpenApiService<openapi::devices::Api
 /// The whole HTTP application.
 pub fn app(state: AppState) -> impl Endpoint<Output = Response> {
     let (api_state, devices_state) = (state.clone(), state.clone());
-    let limits = middleware::EdgeLimits { body_timeout: state.config.body_timeout };
+    let limits =
+        Arc::new(middleware::EdgeLimits { body_timeout: state.config.body_timeout, metrics: state.metrics.clone() });
     let api = openapi_service(&state)
         .around(move |ep, req| middleware::gate(ep, req, api_state.clone(), Family::Integration));
     let devices = devices_service(&state)
@@ -34,11 +37,12 @@ pub fn app(state: AppState) -> impl Endpoint<Output = Response> {
     Route::new()
         .at("/healthz", get(health::healthz))
         .at("/readyz", get(health::readyz))
+        .at("/metrics", get(health::metrics))
         .nest(DEVICES_BASE, devices)
         .nest(API_BASE, api)
         .nest("/settings", crate::settings::routes(state.clone()))
         .data(state)
         // A bug must still answer JSON; the panic itself is printed by the panic hook.
         .with(CatchPanic::new().with_handler(|_| ApiError::internal(anyhow::anyhow!("handler panicked")).as_response()))
-        .around(move |ep, req| middleware::edge(ep, req, limits))
+        .around(move |ep, req| middleware::edge(ep, req, limits.clone()))
 }

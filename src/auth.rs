@@ -8,10 +8,16 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult, Statement};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+use prometheus_client::metrics::{counter::Counter, family::Family};
+
 use crate::{
     context::{Environment, Tenant},
     errors::ApiError,
-    limits::{Admission, Budget, Decision, GRANT_TTL, IdempotencyAsk, IdempotencyState, RatePolicy, Store},
+    limits::{
+        Admission, Budget, Decision, GRANT_TTL, IdempotencyAsk, IdempotencyState, KeyRefusal, REFUSAL_TTL, RatePolicy,
+        Store,
+    },
+    metrics::OutcomeLabel,
 };
 
 pub const LIVE_PREFIX: &str = "svc_live_";
@@ -57,16 +63,16 @@ pub fn display_prefix(key: &str) -> String {
     key.chars().take(cut).collect()
 }
 
-/// The key from `Authorization: Bearer <key>` or `X-Api-Key: <key>`.
+/// The key a request presents (openapi.yaml, "Authentication"): the token of `Authorization:
+/// Bearer <token>` when there is one, whatever it is; otherwise `X-Api-Key`. An `Authorization`
+/// header of another scheme, or a `Bearer` without a token, presents nothing.
 pub fn key_from_headers(headers: &poem::http::HeaderMap) -> Option<String> {
-    if let Some(v) = headers.get(poem::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
-        let mut parts = v.trim().splitn(2, ' ');
-        let scheme = parts.next().unwrap_or_default();
-        if scheme.eq_ignore_ascii_case("bearer") {
-            return parts.next().map(|k| k.trim().to_string());
-        }
-    }
-    headers.get("x-api-key").and_then(|v| v.to_str().ok()).map(|k| k.trim().to_string())
+    let present = |k: &str| Some(k.trim()).filter(|k| !k.is_empty()).map(str::to_string);
+    let bearer = headers.get(poem::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| {
+        let (scheme, token) = v.trim().split_once(' ').unwrap_or((v.trim(), ""));
+        scheme.eq_ignore_ascii_case("bearer").then(|| present(token)).flatten()
+    });
+    bearer.or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()).and_then(present))
 }
 
 #[derive(Debug, FromQueryResult)]
@@ -165,17 +171,34 @@ pub async fn admit(
             _ => Some((decision, idempotency)),
         },
         Ok(Admission::Unknown) => None,
+        Ok(Admission::Refused(refusal)) => return Err(refused(refusal)),
         Err(e) => {
             tracing::warn!(error = %e, store = store.name(), "key cache and limiter unavailable; request allowed");
             Some((Decision::fail_open(policy), None))
         }
     };
-    let grant = resolutions
+    let resolved = resolutions
         .once(&fp, || {
             let (db, fingerprint) = (db.clone(), fp.clone());
             async move { resolve(&db, env, &fingerprint, now).await }
         })
-        .await?;
+        .await;
+    let grant = match resolved {
+        Ok(grant) => grant,
+        Err(e) => {
+            let refusal = match e {
+                ApiError::Unauthorized => Some(KeyRefusal::Unknown),
+                ApiError::PaymentRequired => Some(KeyRefusal::PaymentRequired),
+                _ => None,
+            };
+            if let Some(refusal) = refusal
+                && let Err(e) = store.remember_refusal(&fp, refusal, REFUSAL_TTL).await
+            {
+                tracing::debug!(error = %e, "a refused key could not be remembered");
+            }
+            return Err(e);
+        }
+    };
     if let Some((decision, idempotency)) = counted {
         return Ok((grant, decision, idempotency).into());
     }
@@ -195,6 +218,13 @@ pub async fn admit(
     Ok((grant, decision, idempotency).into())
 }
 
+fn refused(refusal: KeyRefusal) -> ApiError {
+    match refusal {
+        KeyRefusal::Unknown => ApiError::Unauthorized,
+        KeyRefusal::PaymentRequired => ApiError::PaymentRequired,
+    }
+}
+
 /// Keys being resolved from the database, one query per key at a time: requests that arrive
 /// together with a key the key cache does not hold (a cold start, a grant just expired, and every
 /// request on the embedded default, which keeps no key cache) share the answer of the one query
@@ -202,6 +232,8 @@ pub async fn admit(
 #[derive(Default)]
 pub struct Resolutions {
     running: std::sync::Mutex<std::collections::HashMap<String, SharedResolution>>,
+    /// Lookups sent to the database, by what they found (`GET /metrics`).
+    lookups: Family<OutcomeLabel, Counter>,
 }
 
 type SharedResolution = futures_util::future::Shared<futures_util::future::BoxFuture<'static, Result<Grant, Refusal>>>;
@@ -238,6 +270,11 @@ impl From<Refusal> for ApiError {
 }
 
 impl Resolutions {
+    /// Counting its lookups in `lookups`.
+    pub fn counted(lookups: Family<OutcomeLabel, Counter>) -> Self {
+        Self { running: Default::default(), lookups }
+    }
+
     /// The answer of the resolution under way for the key with this fingerprint, or of the one
     /// `resolution` starts when there is none.
     async fn once<F>(&self, fingerprint: &str, resolution: impl FnOnce() -> F) -> Result<Grant, ApiError>
@@ -249,7 +286,22 @@ impl Resolutions {
             let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
             running
                 .entry(fingerprint.to_string())
-                .or_insert_with(|| resolution().map(|r| r.map_err(Refusal::from)).boxed().shared())
+                .or_insert_with(|| {
+                    let lookups = self.lookups.clone();
+                    resolution()
+                        .map(move |r| {
+                            let outcome = match &r {
+                                Ok(_) => "found",
+                                Err(ApiError::Unauthorized) => "unauthorized",
+                                Err(ApiError::PaymentRequired) => "payment_required",
+                                Err(_) => "failed",
+                            };
+                            lookups.get_or_create(&OutcomeLabel { outcome }).inc();
+                            r.map_err(Refusal::from)
+                        })
+                        .boxed()
+                        .shared()
+                })
                 .clone()
         };
         let answer = shared.clone().await;

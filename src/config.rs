@@ -55,6 +55,8 @@ pub struct Config {
     /// `GYMAPI_MAX_CONNECTIONS`, default 10,000 (or what the process's open-file limit leaves): one
     /// more is answered 503 and closed.
     pub max_connections: usize,
+    /// `GYMAPI_METRICS_TOKEN`: when set, `GET /metrics` wants `Authorization: Bearer <token>`.
+    pub metrics_token: Option<String>,
 }
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://gymapi.db?mode=rwc";
@@ -85,6 +87,7 @@ impl Default for Config {
             header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(30),
             max_connections: 10_000,
+            metrics_token: None,
         }
     }
 }
@@ -184,6 +187,7 @@ impl Config {
         if let Some(v) = var("GYMAPI_BODY_TIMEOUT_SECS") {
             c.body_timeout = Duration::from_secs(positive("GYMAPI_BODY_TIMEOUT_SECS", &v)?.into());
         }
+        c.metrics_token = var("GYMAPI_METRICS_TOKEN");
         let files = open_files_limit();
         c.max_connections = match var("GYMAPI_MAX_CONNECTIONS") {
             Some(v) => positive("GYMAPI_MAX_CONNECTIONS", &v)? as usize,

@@ -31,6 +31,21 @@ pub async fn open(url: &str) -> anyhow::Result<DatabaseConnection> {
     connect_with(url, Plans::Generic).await
 }
 
+/// The connection pool's open and idle connections (for `GET /metrics`).
+pub fn pool_use(db: &DatabaseConnection) -> (u32, usize) {
+    match db.get_database_backend() {
+        DbBackend::Postgres => {
+            let pool = db.get_postgres_connection_pool();
+            (pool.size(), pool.num_idle())
+        }
+        DbBackend::Sqlite => {
+            let pool = db.get_sqlite_connection_pool();
+            (pool.size(), pool.num_idle())
+        }
+        _ => (0, 0),
+    }
+}
+
 /// How PostgreSQL plans a prepared statement: its own choice, or always the generic plan.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Plans {

@@ -282,6 +282,10 @@ pub fn to_json_error(err: poem::Error) -> Response {
     error_response(status, kind, message)
 }
 
+/// The `type` of an error response, kept on the response for the edge's counts.
+#[derive(Clone, Debug)]
+pub struct ErrorKind(pub String);
+
 /// What a client is told of a failure on our side; the cause goes to the log.
 const INTERNAL_MESSAGE: &str = "Something went wrong on our side. Quote the X-Request-Id when reporting it.";
 
@@ -299,5 +303,7 @@ fn error_response(status: StatusCode, kind: &str, message: &str) -> Response {
         kind: &'a str,
     }
     let bytes = serde_json::to_vec(&Body { error: Fields { message, kind } }).unwrap_or_default();
-    json_bytes_response(status, bytes)
+    let mut response = json_bytes_response(status, bytes);
+    response.extensions_mut().insert(ErrorKind(kind.to_string()));
+    response
 }

@@ -1,9 +1,10 @@
-//! `/healthz` (the process runs) and `/readyz` (its database and store answer).
+//! `/healthz` (the process runs), `/readyz` (its database and store answer) and `/metrics` (what
+//! operators scrape).
 
-use poem::{Response, handler, http::StatusCode, web::Data};
+use poem::{Response, error::ResponseError as _, handler, http::StatusCode, web::Data};
 use serde_json::json;
 
-use crate::{errors::json_response, state::AppState};
+use crate::{errors::json_response, metrics::OutcomeLabel, state::AppState};
 
 #[handler]
 pub fn healthz() -> Response {
@@ -19,4 +20,29 @@ pub async fn readyz(state: Data<&AppState>) -> Response {
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let body = json!({ "status": if ready { "ready" } else { "unavailable" }, "database": database, "store": { "kind": state.store.name(), "ok": store } });
     json_response(status, &body)
+}
+
+/// The process's metrics in Prometheus's text format, with the gauges read now: the oldest due
+/// webhook delivery, the database pool's connections. Behind `GYMAPI_METRICS_TOKEN` when it is set.
+#[handler]
+pub async fn metrics(state: Data<&AppState>, req: &poem::Request) -> Response {
+    if let Some(token) = &state.config.metrics_token {
+        use sha2::{Digest, Sha256};
+        let given = req.headers().get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let given = given.strip_prefix("Bearer ").unwrap_or_default();
+        if Sha256::digest(given.as_bytes()) != Sha256::digest(token.as_bytes()) {
+            return crate::errors::ApiError::Unauthorized.as_response();
+        }
+    }
+    let m = &state.metrics;
+    match crate::webhooks::oldest_pending_age(state.db.orm()).await {
+        Ok(age) => {
+            m.outbox_oldest_pending.set(age);
+        }
+        Err(e) => tracing::warn!(error = %e, "metrics: the outbox's age could not be read"),
+    }
+    let (size, idle) = crate::db::pool_use(state.db.orm());
+    m.db_connections.get_or_create(&OutcomeLabel { outcome: "open" }).set(i64::from(size));
+    m.db_connections.get_or_create(&OutcomeLabel { outcome: "idle" }).set(i64::try_from(idle).unwrap_or(i64::MAX));
+    Response::builder().content_type("text/plain; version=0.0.4; charset=utf-8").body(m.render())
 }

@@ -25,6 +25,7 @@ pub mod import;
 pub mod limits;
 pub mod listing;
 pub mod members;
+pub mod metrics;
 pub mod middleware;
 pub mod openapi;
 pub mod pagination;

@@ -43,6 +43,8 @@ pub struct AppState {
     pub shutdown: Shutdown,
     /// Devices' last requests, written at most every few seconds per device.
     pub heartbeats: Arc<crate::frontdesk::devices::Heartbeats>,
+    /// What `GET /metrics` shows.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl AppState {
@@ -50,6 +52,7 @@ impl AppState {
     pub async fn new(db: DatabaseConnection, config: Config) -> anyhow::Result<Self> {
         let store = crate::limits::connect(&config).await?;
         let wakes = Wakes::connect(&config).await?;
+        let metrics = Arc::new(crate::metrics::Metrics::new());
         Ok(Self {
             db: crate::db::Db::new(db),
             config: Arc::new(config),
@@ -59,12 +62,13 @@ impl AppState {
             store,
             webhooks: Arc::new(tokio::sync::Notify::new()),
             usage: Arc::new(crate::usage::Usage::default()),
-            resolutions: Arc::new(auth::Resolutions::default()),
+            resolutions: Arc::new(auth::Resolutions::counted(metrics.key_lookups.clone())),
             search_totals: Arc::default(),
             statistics: Arc::default(),
             wakes,
             shutdown: Shutdown::default(),
             heartbeats: Arc::default(),
+            metrics,
         })
     }
 
@@ -81,7 +85,12 @@ impl AppState {
     /// idempotency records.
     pub fn start_background(&self) -> anyhow::Result<()> {
         if self.config.webhook_dispatch {
-            crate::webhooks::dispatch::spawn(self.db.orm().clone(), &self.config, self.webhooks.clone())?;
+            crate::webhooks::dispatch::spawn(
+                self.db.orm().clone(),
+                &self.config,
+                self.webhooks.clone(),
+                self.metrics.clone(),
+            )?;
         }
         self.usage.clone().spawn_flusher(self.db.orm().clone());
         crate::limits::records::spawn_sweeper(self.db.orm().clone());

@@ -107,7 +107,8 @@ impl MembersApi for Handlers {
         if let Some(s) = p.status {
             select = select.filter(member::Column::Status.eq(s.as_str()));
         }
-        let search = p.search.as_deref().map(str::trim).filter(|t| !t.is_empty());
+        // Literal, as documented: spaces included (a whitespace-only term finds what contains it).
+        let search = p.search.as_deref().filter(|t| !t.is_empty());
         if let Some(t) = p.updated_since {
             select = select.filter(member::Column::UpdatedAt.gte(t));
         }

@@ -39,7 +39,7 @@ pub(super) async fn serve(config: Config, demo: bool) -> Result<(), Failure> {
 pub(super) async fn worker(config: &Config) -> Result<(), Failure> {
     let db = open(config).await?;
     let wake = std::sync::Arc::new(tokio::sync::Notify::new());
-    let dispatcher = crate::webhooks::dispatch::Dispatcher::new(db, config, wake)?;
+    let dispatcher = crate::webhooks::dispatch::Dispatcher::new(db, config, wake, Default::default())?;
     tracing::info!("gymapi worker: sending webhook deliveries");
     dispatcher.run(crate::server::shutdown_signal()).await;
     Ok(())

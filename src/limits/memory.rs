@@ -9,7 +9,8 @@ use std::{
 use std::time::Duration;
 
 use super::{
-    Admission, Budget, Decision, IdempotencyAsk, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse,
+    Admission, Budget, Decision, IdempotencyAsk, IdempotencyState, KeyRefusal, RatePolicy, Store, StoreError,
+    StoredResponse,
     replays::{Completed, Replays, digest},
     retry_after_secs,
 };
@@ -19,7 +20,13 @@ pub struct MemoryStore {
     epoch: Instant,
     shards: Vec<Mutex<HashMap<String, Log>>>,
     idempotency: Mutex<Replays>,
+    /// Keys refused a moment ago, until when (see `REFUSAL_TTL`); at most `MAX_REFUSALS`.
+    refusals: Mutex<HashMap<String, (KeyRefusal, Instant)>>,
 }
+
+/// The most refused keys remembered at once: a stream of made-up keys costs this much memory at
+/// most (about 16 MB), and past it the oldest are forgotten.
+const MAX_REFUSALS: usize = 100_000;
 
 /// A bucket's sliding log, to the millisecond (the resolution of the Redis store's log, whose
 /// entry IDs are Redis's clock in milliseconds): each entry is a millisecond since the store was
@@ -61,6 +68,7 @@ impl Default for MemoryStore {
             epoch: Instant::now(),
             shards: (0..32).map(|_| Mutex::new(HashMap::new())).collect(),
             idempotency: Mutex::new(Replays::default()),
+            refusals: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -88,12 +96,16 @@ impl Store for MemoryStore {
     /// another process, revokes keys in it, which a cache in this process would not hear of.
     async fn admit(
         &self,
-        _fingerprint: &str,
+        fingerprint: &str,
         _budget: Budget,
         _policy: RatePolicy,
         _ask: Option<IdempotencyAsk<'_>>,
     ) -> Result<Admission, StoreError> {
-        Ok(Admission::Unknown)
+        let refusals = self.refusals.lock().map_err(poisoned)?;
+        Ok(match refusals.get(fingerprint) {
+            Some((refusal, until)) if *until > Instant::now() => Admission::Refused(*refusal),
+            _ => Admission::Unknown,
+        })
     }
 
     async fn admit_resolved(
@@ -114,7 +126,29 @@ impl Store for MemoryStore {
         Ok((decision, begun))
     }
 
-    async fn forget_grants(&self, _fingerprints: &[String]) -> Result<(), StoreError> {
+    async fn forget_grants(&self, fingerprints: &[String]) -> Result<(), StoreError> {
+        let mut refusals = self.refusals.lock().map_err(poisoned)?;
+        for fp in fingerprints {
+            refusals.remove(fp);
+        }
+        Ok(())
+    }
+
+    async fn remember_refusal(&self, fingerprint: &str, refusal: KeyRefusal, ttl: Duration) -> Result<(), StoreError> {
+        let now = Instant::now();
+        let mut refusals = self.refusals.lock().map_err(poisoned)?;
+        if refusals.len() >= MAX_REFUSALS {
+            refusals.retain(|_, (_, until)| *until > now);
+        }
+        if refusals.len() >= MAX_REFUSALS {
+            // Still full of live entries: drop the ones closest to expiring, a tenth of the map.
+            let mut ends: Vec<Instant> = refusals.values().map(|(_, until)| *until).collect();
+            let cut = MAX_REFUSALS / 10;
+            ends.select_nth_unstable(cut);
+            let bar = ends[cut];
+            refusals.retain(|_, (_, until)| *until > bar);
+        }
+        refusals.insert(fingerprint.to_string(), (refusal, now + ttl));
         Ok(())
     }
 

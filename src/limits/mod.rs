@@ -79,6 +79,35 @@ pub enum Admission {
     Granted { grant: String, decision: Decision, idempotency: Option<IdempotencyState> },
     /// Nothing cached: the key must be resolved, and then counted with `admit_resolved`.
     Unknown,
+    /// The key was refused a moment ago (`remember_refusal`) and is refused again, uncounted.
+    Refused(KeyRefusal),
+}
+
+/// Why a key was refused, as the key cache remembers it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyRefusal {
+    /// No such key, or one revoked, retired or of the wrong kind (401).
+    Unknown,
+    /// Its gym's subscription blocks it (402).
+    PaymentRequired,
+}
+
+impl KeyRefusal {
+    /// As kept in Redis: a grant never starts with `!`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unknown => "!unauthorized",
+            Self::PaymentRequired => "!payment_required",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "!unauthorized" => Some(Self::Unknown),
+            "!payment_required" => Some(Self::PaymentRequired),
+            _ => None,
+        }
+    }
 }
 
 /// A keyed write's first step, taken in the round trip that admits its request (when the request
@@ -140,6 +169,12 @@ pub(crate) struct IdempotencyRecord {
 /// reached, leaves cached.
 pub const GRANT_TTL: Duration = Duration::from_secs(60);
 
+/// How long a refused key is answered from the key cache without a database query: a stream of
+/// unknown keys, or the keys of a gym whose subscription blocks it, cost one query per key per
+/// this time, not one per request. Changes made through gymapi drop the refusal at once
+/// (`forget_grants`); this bounds only one made behind its back (the CLI, on the embedded default).
+pub const REFUSAL_TTL: Duration = Duration::from_secs(30);
+
 /// Where limits and idempotency records live.
 #[async_trait::async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -172,6 +207,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// Drops the cached grants of these keys: after a revoke, a roll, or a change to their gym.
     async fn forget_grants(&self, fingerprints: &[String]) -> Result<(), StoreError>;
+
+    /// Remembers for `ttl` that a key was refused, so that `admit` refuses it again without a
+    /// database query (never over a grant or a forgotten key's tombstone).
+    async fn remember_refusal(&self, fingerprint: &str, refusal: KeyRefusal, ttl: Duration) -> Result<(), StoreError>;
 
     /// Looks up `key`, reserving it for this request (for `lock`) when it is new. Atomic: of many
     /// concurrent requests with one key, exactly one is `Started`.

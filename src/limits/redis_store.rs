@@ -6,8 +6,8 @@ use std::time::Duration;
 use redis::{Script, aio::ConnectionManager};
 
 use super::{
-    Admission, Budget, Decision, IdempotencyAsk, IdempotencyRecord, IdempotencyState, RatePolicy, Store, StoreError,
-    StoredResponse, retry_after_secs,
+    Admission, Budget, Decision, IdempotencyAsk, IdempotencyRecord, IdempotencyState, KeyRefusal, RatePolicy, Store,
+    StoreError, StoredResponse, retry_after_secs,
 };
 
 /// Sliding log in a stream (`XADD` with Redis's own clock for the entry IDs, so instances with
@@ -46,7 +46,8 @@ const HIT_TAIL: &str = "return {allowed, remaining, wait}";
 /// to live in ms, ARGV[6] the request's fingerprint for KEYS[3] (empty: no keyed write), ARGV[7]
 /// its lock in ms. `get` counts and begins nothing when no grant is cached.
 /// Returns {allowed, remaining, wait_ms, grant, idempotency state, record}; allowed is -1 for "no
-/// grant cached"; the state is empty when nothing was begun (see IDEMPOTENCY_BEGIN).
+/// grant cached", -2 for "a refusal cached" (the grant is then the refusal, see `KeyRefusal`); the
+/// state is empty when nothing was begun (see IDEMPOTENCY_BEGIN).
 ///
 /// A forgotten key holds an empty grant (a tombstone) for the longest a grant lives, and `set`
 /// never replaces one (NX): a request that read the key from the database just before a revoke
@@ -57,6 +58,7 @@ local grant = ''
 if ARGV[3] == 'get' then
   grant = redis.call('GET', KEYS[1])
   if not grant or grant == '' then return {-1, 0, 0, '', '', ''} end
+  if string.sub(grant, 1, 1) == '!' then return {-2, 0, 0, grant, '', ''} end
 elseif ARGV[4] ~= '' then
   redis.call('SET', KEYS[1], ARGV[4], 'PX', ARGV[5], 'NX')
 end
@@ -89,9 +91,25 @@ end
 /// KEYS[1] the idempotency key, ARGV[1] the fingerprint, ARGV[2] the lock in ms.
 const IDEMPOTENCY_BEGIN: &str = "local state, record = begin(KEYS[1], ARGV[1], ARGV[2])\nreturn {state, record}";
 
+/// KEYS[1] a key's grant; ARGV[1] the refusal, ARGV[2] its time to live in ms, ARGV[3] the time to
+/// live below which a tombstone is settled. Never over a grant or a refusal; over a tombstone only
+/// once it has settled: a request that read the key before the change that laid it has answered
+/// by then, so the refusal is of the changed key.
+const REFUSE: &str = r#"
+local v = redis.call('GET', KEYS[1])
+if not v or (v == '' and redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3])) then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
+return 1
+"#;
+
+/// How long after a key's grant is forgotten a refusal may be remembered in its place.
+const TOMBSTONE_SETTLES: Duration = Duration::from_secs(2);
+
 pub struct RedisStore {
     conn: ConnectionManager,
     script: Script,
+    refuse: Script,
     admit: Script,
     begin: Script,
     prefix: String,
@@ -116,6 +134,7 @@ impl RedisStore {
             script: Script::new(&format!("{HIT}\n{SLIDING_LOG}\n{HIT_TAIL}")),
             admit: Script::new(&format!("{BEGIN_FN}\n{ADMIT}\n{SLIDING_LOG}\n{ADMIT_TAIL}")),
             begin: Script::new(&format!("{BEGIN_FN}\n{IDEMPOTENCY_BEGIN}")),
+            refuse: Script::new(REFUSE),
             prefix: prefix.to_string(),
             timeout,
         };
@@ -147,7 +166,7 @@ impl RedisStore {
         (mode, grant): (&str, Option<(&str, Duration)>),
         (budget, policy): (Budget, RatePolicy),
         ask: Option<IdempotencyAsk<'_>>,
-    ) -> Result<Option<(String, Decision, Option<IdempotencyState>)>, StoreError> {
+    ) -> Result<Admission, StoreError> {
         let mut conn = self.conn.clone();
         let mut invocation = self.admit.key(self.grant_key(fingerprint));
         // The budget's suffix after the hash tag: the grant and every budget of a key, one slot.
@@ -164,11 +183,14 @@ impl RedisStore {
             .arg(ask.map_or(1, |a| a.lock.as_millis().max(1) as u64));
         let (allowed, remaining, wait_ms, grant, state, record): (i64, i64, i64, String, String, String) =
             self.bounded(invocation.invoke_async(&mut conn)).await?;
-        if allowed < 0 {
-            return Ok(None);
+        if allowed == -2 {
+            return Ok(KeyRefusal::parse(&grant).map_or(Admission::Unknown, Admission::Refused));
         }
-        let begun = if state.is_empty() { None } else { Some(idempotency_state(&state, &record)?) };
-        Ok(Some((grant, decision(policy, allowed, remaining, wait_ms), begun)))
+        if allowed < 0 {
+            return Ok(Admission::Unknown);
+        }
+        let idempotency = if state.is_empty() { None } else { Some(idempotency_state(&state, &record)?) };
+        Ok(Admission::Granted { grant, decision: decision(policy, allowed, remaining, wait_ms), idempotency })
     }
 
     /// `<prefix>idem:{<scope>}:<rest>`: the tenant part of the key is the hash tag.
@@ -207,10 +229,7 @@ impl Store for RedisStore {
         policy: RatePolicy,
         ask: Option<IdempotencyAsk<'_>>,
     ) -> Result<Admission, StoreError> {
-        Ok(match self.run_admit(fingerprint, ("get", None), (budget, policy), ask).await? {
-            Some((grant, decision, idempotency)) => Admission::Granted { grant, decision, idempotency },
-            None => Admission::Unknown,
-        })
+        self.run_admit(fingerprint, ("get", None), (budget, policy), ask).await
     }
 
     async fn admit_resolved(
@@ -221,8 +240,8 @@ impl Store for RedisStore {
         ask: Option<IdempotencyAsk<'_>>,
     ) -> Result<(Decision, Option<IdempotencyState>), StoreError> {
         match self.run_admit(fingerprint, ("set", grant), (budget, policy), ask).await? {
-            Some((_, decision, begun)) => Ok((decision, begun)),
-            None => Err(StoreError::Backend("the admit script answered no decision".into())),
+            Admission::Granted { decision, idempotency, .. } => Ok((decision, idempotency)),
+            _ => Err(StoreError::Backend("the admit script answered no decision".into())),
         }
     }
 
@@ -239,6 +258,14 @@ impl Store for RedisStore {
         }
         let mut conn = self.conn.clone();
         self.bounded(pipe.query_async::<()>(&mut conn)).await
+    }
+
+    async fn remember_refusal(&self, fingerprint: &str, refusal: KeyRefusal, ttl: Duration) -> Result<(), StoreError> {
+        let settled = super::GRANT_TTL.saturating_sub(TOMBSTONE_SETTLES);
+        let mut invocation = self.refuse.key(self.grant_key(fingerprint));
+        invocation.arg(refusal.as_str()).arg(ttl.as_millis().max(1) as u64).arg(settled.as_millis() as u64);
+        let mut conn = self.conn.clone();
+        self.bounded(invocation.invoke_async::<()>(&mut conn)).await
     }
 
     async fn idempotency_begin(

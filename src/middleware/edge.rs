@@ -20,7 +20,8 @@ use tracing::Instrument as _;
 
 use crate::{
     contract::API_BASE,
-    errors::{ApiError, to_json_error},
+    errors::{ApiError, ErrorKind, to_json_error},
+    metrics::{Metrics, Operation},
 };
 
 /// The most header lines a request may carry, and the most bytes its head (target and headers)
@@ -33,17 +34,18 @@ pub const MAX_HEAD_BYTES: usize = 32 * 1024;
 /// applied where its bodies are read.
 pub const SMALL_BODY_BYTES: usize = 16 * 1024;
 
-/// What the edge holds every request to.
-#[derive(Clone, Copy, Debug)]
+/// What the edge holds every request to, and where it counts them.
+#[derive(Clone)]
 pub struct EdgeLimits {
     /// How long a request's body may take to arrive, from the moment its head was read.
     pub body_timeout: Duration,
+    pub metrics: Arc<Metrics>,
 }
 
 /// Outermost layer: the request id, the head's and the body's limits, JSON for every error, one
 /// log line per request. Logs carry the method, the path without its query, the status and the
 /// time; never a key or a body.
-pub async fn edge<E: Endpoint>(next: Arc<E>, mut req: Request, limits: EdgeLimits) -> poem::Result<Response> {
+pub async fn edge<E: Endpoint>(next: Arc<E>, mut req: Request, limits: Arc<EdgeLimits>) -> poem::Result<Response> {
     let request_id = req
         .headers()
         .get("x-request-id")
@@ -77,6 +79,7 @@ pub async fn edge<E: Endpoint>(next: Arc<E>, mut req: Request, limits: EdgeLimit
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert("x-request-id", v);
     }
+    count(&limits.metrics, &path, &response, started.elapsed().as_secs_f64());
     span.in_scope(|| {
         tracing::info!(
             method = %method,
@@ -87,6 +90,23 @@ pub async fn edge<E: Endpoint>(next: Arc<E>, mut req: Request, limits: EdgeLimit
         )
     });
     Ok(response)
+}
+
+/// Counts an answered request by its operation (the gate names it) or its route outside the API.
+fn count(metrics: &Metrics, path: &str, response: &Response, seconds: f64) {
+    let outside = match path {
+        "/healthz" | "/readyz" | "/metrics" => &path[1..],
+        p if p.starts_with("/settings") => "settings",
+        _ => "unmatched",
+    };
+    let operation = response.extensions().get::<Operation>().map_or(outside, |o| o.0.as_str());
+    metrics.observe(operation, response.status().as_u16(), seconds);
+    if response.headers().contains_key("idempotency-replayed") {
+        metrics.replays.inc();
+    }
+    if response.extensions().get::<ErrorKind>().is_some_and(|k| k.0 == "idempotency_conflict") {
+        metrics.idempotency_conflicts.inc();
+    }
 }
 
 /// 431 for a head with too many header lines or too many bytes.

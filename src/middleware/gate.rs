@@ -23,7 +23,7 @@ use crate::{
 /// (429) → route (404/405) → validation against the family's document (422). Only requests that
 /// pass every check reach the generated routes, with their `RequestContext`. A keyed write's key
 /// is begun in the store's round trip that admits the request, and freed if a later check refuses.
-pub async fn gate<E: Endpoint>(
+async fn guarded<E: Endpoint>(
     next: Arc<E>,
     mut req: Request,
     state: AppState,
@@ -68,6 +68,17 @@ pub async fn gate<E: Endpoint>(
     let headers = response.headers_mut();
     headers.insert("x-ratelimit-limit", HeaderValue::from(decision.limit));
     headers.insert("x-ratelimit-remaining", HeaderValue::from(decision.remaining));
+    Ok(response)
+}
+
+/// Marks the response with its operation (for the edge's counts), whatever answered it.
+pub async fn gate<E: Endpoint>(next: Arc<E>, req: Request, state: AppState, family: Family) -> poem::Result<Response> {
+    let operation = match state.contract(family).route(req.method(), req.uri().path()) {
+        RouteMatch::Operation(op) => op.id.clone(),
+        _ => "unmatched".to_string(),
+    };
+    let mut response = guarded(next, req, state, family).await?;
+    response.extensions_mut().insert(crate::metrics::Operation(operation));
     Ok(response)
 }
 

@@ -29,6 +29,7 @@ use super::{check_url, is_public, signature_header};
 use crate::{
     config::Config,
     db::placeholders,
+    metrics::Metrics,
     records::{now, rfc3339},
 };
 
@@ -72,6 +73,7 @@ pub struct Dispatcher {
     schedule: Vec<Duration>,
     allow_private: bool,
     wake: Arc<Notify>,
+    metrics: Arc<Metrics>,
 }
 
 /// What one attempt came to.
@@ -93,7 +95,12 @@ fn elapsed_ms(started: Instant) -> i64 {
 }
 
 impl Dispatcher {
-    pub fn new(db: DatabaseConnection, config: &Config, wake: Arc<Notify>) -> anyhow::Result<Self> {
+    pub fn new(
+        db: DatabaseConnection,
+        config: &Config,
+        wake: Arc<Notify>,
+        metrics: Arc<Metrics>,
+    ) -> anyhow::Result<Self> {
         let mut builder = reqwest::Client::builder()
             .user_agent(concat!("gymapi-webhooks/", env!("CARGO_PKG_VERSION")))
             .redirect(reqwest::redirect::Policy::none())
@@ -109,6 +116,7 @@ impl Dispatcher {
             schedule: config.webhook_retry_schedule.clone(),
             allow_private: config.webhook_allow_private,
             wake,
+            metrics,
         })
     }
 
@@ -374,6 +382,12 @@ impl Dispatcher {
             }
             _ => (DeliveryStatus::Failed, None),
         };
+        let outcome = match status {
+            DeliveryStatus::Delivered => "delivered",
+            DeliveryStatus::Pending => "retrying",
+            _ => "failed",
+        };
+        self.metrics.webhook_deliveries.get_or_create(&crate::metrics::OutcomeLabel { outcome }).inc();
         let updated = webhook_delivery::Entity::update_many()
             .col_expr(C::Status, Expr::value(status.as_str()))
             .col_expr(C::Attempts, Expr::value(attempts.clone()))
@@ -420,8 +434,8 @@ fn describe(err: &reqwest::Error) -> String {
 }
 
 /// Starts the dispatcher of `serve` (unless `GYMAPI_WEBHOOK_DISPATCH=0`); it stops with the process.
-pub fn spawn(db: DatabaseConnection, config: &Config, wake: Arc<Notify>) -> anyhow::Result<()> {
-    let d = Dispatcher::new(db, config, wake)?;
+pub fn spawn(db: DatabaseConnection, config: &Config, wake: Arc<Notify>, metrics: Arc<Metrics>) -> anyhow::Result<()> {
+    let d = Dispatcher::new(db, config, wake, metrics)?;
     tokio::spawn(d.run(std::future::pending()));
     Ok(())
 }

@@ -209,6 +209,23 @@ pub fn signature_header(endpoint: &webhook_endpoint::Model, id: &str, timestamp:
     sigs.join(" ")
 }
 
+/// How late the most overdue delivery is, in seconds (0 when none is due): the outbox's backlog
+/// as `GET /metrics` shows it.
+pub async fn oldest_pending_age(db: &DatabaseConnection) -> Result<f64, DbErr> {
+    use sea_orm::{QuerySelect, sea_query::Expr};
+    use webhook_delivery::Column as C;
+    let at = now();
+    let oldest: Option<Option<DateTime<Utc>>> = webhook_delivery::Entity::find()
+        .select_only()
+        .column_as(Expr::col(C::NextAttemptAt).min(), "oldest")
+        .filter(C::Status.eq(DeliveryStatus::Pending.as_str()))
+        .filter(C::NextAttemptAt.lte(at))
+        .into_tuple()
+        .one(db)
+        .await?;
+    Ok(oldest.flatten().map_or(0.0, |t| (at - t).num_milliseconds().max(0) as f64 / 1000.0))
+}
+
 // --- URL safety ----------------------------------------------------------------------------------
 
 /// Whether an address is on the public internet (not loopback, private, link-local, shared,

@@ -56,6 +56,25 @@ async fn both_header_forms_are_accepted() {
     assert_eq!(lower.status(), 200);
 }
 
+/// Which header is the key when a request carries both: a Bearer token, if there is one, even an
+/// invalid one; an empty Bearer or another scheme leaves `X-Api-Key` to be read.
+#[tokio::test]
+async fn a_bearer_token_takes_precedence_and_an_empty_one_is_absent() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Precedence").await;
+    let send = |authorization: &str| {
+        app.raw(reqwest::Method::GET, "/api/v1/members")
+            .header("authorization", authorization)
+            .header("x-api-key", &gym.live_key)
+            .send()
+    };
+    for (authorization, status) in
+        [("Bearer ", 200), ("Bearer", 200), ("Basic abc", 200), ("Bearer svc_live_nope", 401)]
+    {
+        assert_eq!(send(authorization).await.unwrap().status(), status, "Authorization: {authorization}");
+    }
+}
+
 #[tokio::test]
 async fn unknown_paths_answer_401_before_404() {
     let app = TestApp::spawn().await;

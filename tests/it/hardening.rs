@@ -225,3 +225,51 @@ async fn a_lost_database_connection_answers_503_then_recovers() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// `/metrics` in Prometheus's text format: requests by operation and status, key lookups; an
+/// unknown key asked again and again is looked up in the database once (remembered as unknown),
+/// and so is a key of a gym whose subscription blocks it.
+#[tokio::test]
+async fn metrics_count_requests_and_refused_keys_are_looked_up_once() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Counted").await;
+    let unknown = format!("svc_live_{}", "Z".repeat(32));
+    for _ in 0..40 {
+        let r = app.client.get(format!("{}/api/v1/members", app.address)).bearer_auth(&unknown).send().await.unwrap();
+        assert_eq!(r.status(), 401);
+    }
+    let r = app.client.get(format!("{}/api/v1/members", app.address)).bearer_auth(&gym.live_key).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let blocked = app.gym("Blocked").await;
+    // Blocked from the start (as a gym whose payment failed before its keys were first used).
+    let unpaid = entity::gym::ActiveModel {
+        id: sea_orm::Set(blocked.id),
+        subscription_status: sea_orm::Set(entity::states::SubscriptionStatus::Unpaid),
+        ..Default::default()
+    };
+    sea_orm::ActiveModelTrait::update(unpaid, &app.db).await.unwrap();
+    for _ in 0..20 {
+        let r = app.client.get(format!("{}/api/v1/members", app.address)).bearer_auth(&blocked.live_key).send().await;
+        assert_eq!(r.unwrap().status(), 402);
+    }
+    let text = app.client.get(format!("{}/metrics", app.address)).send().await.unwrap().text().await.unwrap();
+    let value = |line: &str| -> f64 {
+        let found = text.lines().find(|l| l.starts_with(line)).unwrap_or_else(|| panic!("no {line} in\n{text}"));
+        found.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert_eq!(value(r#"gymapi_http_requests_total{operation="listMembers",status="401"}"#), 40.0);
+    assert_eq!(value(r#"gymapi_http_requests_total{operation="listMembers",status="402"}"#), 20.0);
+    assert_eq!(value(r#"gymapi_http_requests_total{operation="listMembers",status="200"}"#), 1.0);
+    assert_eq!(value(r#"gymapi_key_lookups_total{outcome="unauthorized"}"#), 1.0, "the unknown key, once");
+    assert_eq!(value(r#"gymapi_key_lookups_total{outcome="payment_required"}"#), 1.0, "the blocked key, once");
+    assert!(text.contains("gymapi_http_request_duration_seconds_bucket"), "{text}");
+    assert!(text.contains("gymapi_webhook_outbox_oldest_pending_seconds"), "{text}");
+    assert!(text.contains(r#"gymapi_db_connections{outcome="open"}"#), "{text}");
+
+    // Behind a token when one is configured.
+    let guarded = TestApp::spawn_with(|c| c.metrics_token = Some("scrape-secret".into())).await;
+    let r = guarded.client.get(format!("{}/metrics", guarded.address)).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    let r = guarded.client.get(format!("{}/metrics", guarded.address)).bearer_auth("scrape-secret").send().await;
+    assert_eq!(r.unwrap().status(), 200);
+}

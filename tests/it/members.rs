@@ -534,6 +534,23 @@ async fn search_terms_with_quotes_and_backslashes_match_literally() {
     assert_eq!(app.get(&other.live_key, "/members").await.body["meta"]["total"], 1);
 }
 
+/// Spaces are characters of the term like any other: none is trimmed, and a term of spaces alone
+/// finds the members whose name or email contains it, not every member.
+#[tokio::test]
+async fn search_terms_keep_their_spaces() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Spaces").await;
+    let ada = app.post(&gym.live_key, "/members", json!({"first_name": "Ada", "last_name": "Lovelace"})).await.body;
+    app.post(&gym.live_key, "/members", json!({"first_name": "Adam", "last_name": "Smith"})).await;
+    let r = app.get(&gym.live_key, "/members?search=ada%20").await;
+    assert_eq!(r.body["meta"]["total"], 1, "{}", r.body);
+    assert_eq!(r.body["data"][0]["id"], ada["id"]);
+    assert_eq!(app.get(&gym.live_key, "/members?search=ada").await.body["meta"]["total"], 2);
+    let r = app.get(&gym.live_key, "/members?search=%20%20%20").await;
+    assert_eq!((r.status, &r.body["meta"]["total"]), (200, &json!(0)), "{}", r.body);
+    assert_eq!(r.body["links"]["first"].as_str().map(|l| l.contains("search=+++")), Some(true), "{}", r.body);
+}
+
 /// The members' version, which every writer of members bumps (see `gymapi::members::count`), read
 /// from the database.
 async fn members_version(app: &TestApp, gym_id: uuid::Uuid) -> i64 {
