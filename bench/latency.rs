@@ -56,6 +56,14 @@ impl Store for NoStore {
     async fn remember_refusal(&self, _: &str, _: gymapi::limits::KeyRefusal, _: Duration) -> Result<(), StoreError> {
         Ok(())
     }
+    async fn attempts(
+        &self,
+        _: &str,
+        _: gymapi::limits::Attempt,
+        _: gymapi::limits::Backoff,
+    ) -> Result<Duration, StoreError> {
+        Ok(Duration::ZERO)
+    }
     async fn idempotency_begin(&self, _: &str, _: &str, _: Duration) -> Result<IdempotencyState, StoreError> {
         Ok(IdempotencyState::Started)
     }

@@ -9,8 +9,8 @@ use std::{
 use std::time::Duration;
 
 use super::{
-    Admission, Budget, Decision, IdempotencyAsk, IdempotencyState, KeyRefusal, RatePolicy, Store, StoreError,
-    StoredResponse,
+    Admission, Attempt, Backoff, Budget, Decision, IdempotencyAsk, IdempotencyState, KeyRefusal, RatePolicy, Store,
+    StoreError, StoredResponse,
     replays::{Completed, Replays, digest},
     retry_after_secs,
 };
@@ -22,6 +22,8 @@ pub struct MemoryStore {
     idempotency: Mutex<Replays>,
     /// Keys refused a moment ago, until when (see `REFUSAL_TTL`); at most `MAX_REFUSALS`.
     refusals: Mutex<HashMap<String, (KeyRefusal, Instant)>>,
+    /// Failed attempts per bucket: how many, the last one; at most `MAX_REFUSALS` buckets.
+    failures: Mutex<HashMap<String, (u32, Instant)>>,
 }
 
 /// The most refused keys remembered at once: a stream of made-up keys costs this much memory at
@@ -69,6 +71,7 @@ impl Default for MemoryStore {
             shards: (0..32).map(|_| Mutex::new(HashMap::new())).collect(),
             idempotency: Mutex::new(Replays::default()),
             refusals: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -132,6 +135,32 @@ impl Store for MemoryStore {
             refusals.remove(fp);
         }
         Ok(())
+    }
+
+    async fn attempts(&self, bucket: &str, attempt: Attempt, policy: Backoff) -> Result<Duration, StoreError> {
+        let now = Instant::now();
+        let mut failures = self.failures.lock().map_err(poisoned)?;
+        if attempt == Attempt::Clear {
+            failures.remove(bucket);
+            return Ok(Duration::ZERO);
+        }
+        let (n, last) = match failures.get(bucket) {
+            Some((n, last)) if now.duration_since(*last) < policy.window => (*n, *last),
+            _ => (0, now),
+        };
+        let (n, last) = match attempt {
+            Attempt::Fail => {
+                if failures.len() >= MAX_REFUSALS {
+                    failures.retain(|_, (_, last)| now.duration_since(*last) < policy.window);
+                }
+                if failures.len() < MAX_REFUSALS || failures.contains_key(bucket) {
+                    failures.insert(bucket.to_string(), (n + 1, now));
+                }
+                (n + 1, now)
+            }
+            _ => (n, last),
+        };
+        Ok((last + policy.delay(n)).saturating_duration_since(now))
     }
 
     async fn remember_refusal(&self, fingerprint: &str, refusal: KeyRefusal, ttl: Duration) -> Result<(), StoreError> {

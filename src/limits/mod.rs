@@ -175,6 +175,49 @@ pub const GRANT_TTL: Duration = Duration::from_secs(60);
 /// (`forget_grants`); this bounds only one made behind its back (the CLI, on the embedded default).
 pub const REFUSAL_TTL: Duration = Duration::from_secs(30);
 
+/// What to do with a bucket of failed attempts (`Store::attempts`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attempt {
+    /// Only read the wait due before another attempt.
+    Check,
+    /// Count a failure; answers the wait due before the next attempt.
+    Fail,
+    /// Forget the failures (a success).
+    Clear,
+}
+
+impl Attempt {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Check => "check",
+            Self::Fail => "fail",
+            Self::Clear => "clear",
+        }
+    }
+}
+
+/// Failed attempts spaced out instead of locked out: the first `free` come at once; after them
+/// each must wait `base * 2^(failures - free)`, at most `max`, from the previous failure. The
+/// failures are forgotten `window` after the last one.
+#[derive(Clone, Copy, Debug)]
+pub struct Backoff {
+    pub free: u32,
+    pub base: Duration,
+    pub max: Duration,
+    pub window: Duration,
+}
+
+impl Backoff {
+    /// The wait after `failures` failures, from the last one.
+    pub fn delay(&self, failures: u32) -> Duration {
+        if failures < self.free {
+            return Duration::ZERO;
+        }
+        let doublings = (failures - self.free).min(30);
+        self.base.saturating_mul(1 << doublings).min(self.max)
+    }
+}
+
 /// Where limits and idempotency records live.
 #[async_trait::async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -204,6 +247,10 @@ pub trait Store: Send + Sync + 'static {
         (budget, policy): (Budget, RatePolicy),
         ask: Option<IdempotencyAsk<'_>>,
     ) -> Result<(Decision, Option<IdempotencyState>), StoreError>;
+
+    /// Failed attempts of `bucket` under `policy` (the settings area's sign-in): `attempt` done,
+    /// the wait due before the next attempt is allowed.
+    async fn attempts(&self, bucket: &str, attempt: Attempt, policy: Backoff) -> Result<Duration, StoreError>;
 
     /// Drops the cached grants of these keys: after a revoke, a roll, or a change to their gym.
     async fn forget_grants(&self, fingerprints: &[String]) -> Result<(), StoreError>;

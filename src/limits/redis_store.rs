@@ -6,8 +6,8 @@ use std::time::Duration;
 use redis::{Script, aio::ConnectionManager};
 
 use super::{
-    Admission, Budget, Decision, IdempotencyAsk, IdempotencyRecord, IdempotencyState, KeyRefusal, RatePolicy, Store,
-    StoreError, StoredResponse, retry_after_secs,
+    Admission, Attempt, Backoff, Budget, Decision, IdempotencyAsk, IdempotencyRecord, IdempotencyState, KeyRefusal,
+    RatePolicy, Store, StoreError, StoredResponse, retry_after_secs,
 };
 
 /// Sliding log in a stream (`XADD` with Redis's own clock for the entry IDs, so instances with
@@ -103,6 +103,29 @@ end
 return 1
 "#;
 
+/// KEYS[1] a bucket of failed attempts (a hash: `n` failures, the `last` in ms of Redis's clock);
+/// ARGV[1] `check`, `fail` or `clear`, ARGV[2..5] the backoff's free failures, base and longest wait
+/// and window in ms. Returns the wait due in ms (see `Backoff`).
+const ATTEMPTS: &str = r#"
+local key = KEYS[1]
+if ARGV[1] == 'clear' then redis.call('DEL', key) return 0 end
+local free, base, max, window = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local n = tonumber(redis.call('HGET', key, 'n') or '0')
+local last = tonumber(redis.call('HGET', key, 'last') or '0')
+if ARGV[1] == 'fail' then
+  n, last = n + 1, now
+  redis.call('HSET', key, 'n', n, 'last', now)
+  redis.call('PEXPIRE', key, window)
+end
+if n < free then return 0 end
+local delay = math.min(base * 2 ^ math.min(n - free, 30), max)
+local wait = last + delay - now
+if wait < 0 then return 0 end
+return math.floor(wait)
+"#;
+
 /// How long after a key's grant is forgotten a refusal may be remembered in its place.
 const TOMBSTONE_SETTLES: Duration = Duration::from_secs(2);
 
@@ -110,6 +133,7 @@ pub struct RedisStore {
     conn: ConnectionManager,
     script: Script,
     refuse: Script,
+    attempts: Script,
     admit: Script,
     begin: Script,
     prefix: String,
@@ -135,6 +159,7 @@ impl RedisStore {
             admit: Script::new(&format!("{BEGIN_FN}\n{ADMIT}\n{SLIDING_LOG}\n{ADMIT_TAIL}")),
             begin: Script::new(&format!("{BEGIN_FN}\n{IDEMPOTENCY_BEGIN}")),
             refuse: Script::new(REFUSE),
+            attempts: Script::new(ATTEMPTS),
             prefix: prefix.to_string(),
             timeout,
         };
@@ -258,6 +283,20 @@ impl Store for RedisStore {
         }
         let mut conn = self.conn.clone();
         self.bounded(pipe.query_async::<()>(&mut conn)).await
+    }
+
+    async fn attempts(&self, bucket: &str, attempt: Attempt, policy: Backoff) -> Result<Duration, StoreError> {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let mut invocation = self.attempts.key(format!("{}fail:{{{bucket}}}", self.prefix));
+        invocation
+            .arg(attempt.as_str())
+            .arg(policy.free)
+            .arg(ms(policy.base))
+            .arg(ms(policy.max))
+            .arg(ms(policy.window));
+        let mut conn = self.conn.clone();
+        let wait: u64 = self.bounded(invocation.invoke_async(&mut conn)).await?;
+        Ok(Duration::from_millis(wait))
     }
 
     async fn remember_refusal(&self, fingerprint: &str, refusal: KeyRefusal, ttl: Duration) -> Result<(), StoreError> {

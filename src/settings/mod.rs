@@ -14,7 +14,7 @@ mod devices;
 mod pages;
 pub mod session;
 
-use std::collections::HashMap;
+use std::{collections::HashMap, time::Duration};
 
 use entity::{api_key, user, user_session, webhook_delivery, webhook_endpoint};
 use poem::{
@@ -29,16 +29,13 @@ use uuid::Uuid;
 use crate::{
     accounts::{self, AccountError, Actor, KeyStatus, Permission},
     context::Environment,
-    limits::RatePolicy,
+    limits::{Attempt, Backoff},
     records::now,
     state::AppState,
     webhooks,
 };
 
 pub use pages::{Flash, KeyRow, NewSecret};
-
-/// Failed sign-ins allowed per email (and per client address) in any 15 minutes.
-const SIGNIN_ATTEMPTS: u32 = 10;
 
 /// The routes of the settings area, to be nested at `/settings`.
 pub fn routes(state: AppState) -> impl Endpoint {
@@ -213,22 +210,22 @@ async fn sign_in(req: &Request, state: Data<&AppState>, Form(f): Form<SignInForm
     }
     let email = f.email.trim().to_lowercase();
     let address = req.remote_addr().as_socket_addr().map(|a| a.ip().to_string()).unwrap_or_default();
-    let policy = RatePolicy { limit: SIGNIN_ATTEMPTS, window: std::time::Duration::from_secs(15 * 60) };
-    for bucket in [format!("signin:email:{email}"), format!("signin:ip:{address}")] {
-        // A store that does not answer does not lock people out (the limiter fails open).
-        if let Ok(d) = state.store.hit(&bucket, policy).await
-            && !d.allowed
-        {
-            let minutes = d.retry_after_secs.div_ceil(60).max(1);
-            return html(
-                StatusCode::TOO_MANY_REQUESTS,
-                pages::sign_in(&f.csrf, Some(&format!("Too many sign-in attempts. Try again in {minutes} min."))),
-            );
-        }
+    let buckets = sign_in_buckets(&email, &address);
+    let wait = sign_in_attempts(&state, &buckets, Attempt::Check).await;
+    if !wait.is_zero() {
+        let wait = match u64::try_from(wait.as_millis().div_ceil(1000)).unwrap_or(u64::MAX) {
+            s if s < 60 => format!("{s} s"),
+            s => format!("{} min", s.div_ceil(60)),
+        };
+        return html(
+            StatusCode::TOO_MANY_REQUESTS,
+            pages::sign_in(&f.csrf, Some(&format!("Too many sign-in attempts. Try again in {wait}."))),
+        );
     }
     let user = match accounts::verify_user(&state.db, &email, &f.password).await {
         Ok(Some(u)) => u,
         Ok(None) => {
+            sign_in_attempts(&state, &buckets, Attempt::Fail).await;
             return html(
                 StatusCode::UNAUTHORIZED,
                 pages::sign_in(&f.csrf, Some("The email or the password is wrong.")),
@@ -236,6 +233,7 @@ async fn sign_in(req: &Request, state: Data<&AppState>, Form(f): Form<SignInForm
         }
         Err(e) => return refused(e),
     };
+    sign_in_attempts(&state, &buckets[..1], Attempt::Clear).await;
     let (token, _) = match session::start(&state.db, &user).await {
         Ok(s) => s,
         Err(e) => return internal(e),
@@ -252,6 +250,39 @@ async fn sign_in(req: &Request, state: Data<&AppState>, Form(f): Form<SignInForm
         }
     }
     resp
+}
+
+/// Failed sign-ins are counted per email and address together (a guesser elsewhere never slows the
+/// owner's own device down, and a success clears them) and per address across emails (one
+/// address trying many accounts); past the free ones each waits twice as long as the one before.
+const SIGN_IN_PAIR: Backoff = Backoff {
+    free: 5,
+    base: Duration::from_secs(5),
+    max: Duration::from_secs(15 * 60),
+    window: Duration::from_secs(3600),
+};
+const SIGN_IN_ADDRESS: Backoff = Backoff {
+    free: 50,
+    base: Duration::from_secs(5),
+    max: Duration::from_secs(15 * 60),
+    window: Duration::from_secs(3600),
+};
+
+fn sign_in_buckets(email: &str, address: &str) -> [(String, Backoff); 2] {
+    [(format!("signin:{address}:{email}"), SIGN_IN_PAIR), (format!("signin:{address}"), SIGN_IN_ADDRESS)]
+}
+
+/// Does `attempt` on each bucket; the longest wait due. A store that does not answer slows no one
+/// down (it fails open, as the rate limit does).
+async fn sign_in_attempts(state: &AppState, buckets: &[(String, Backoff)], attempt: Attempt) -> Duration {
+    let mut wait = Duration::ZERO;
+    for (bucket, policy) in buckets {
+        match state.store.attempts(bucket, attempt, *policy).await {
+            Ok(w) => wait = wait.max(w),
+            Err(e) => tracing::warn!(error = %e, "sign-in attempts could not be counted"),
+        }
+    }
+    wait
 }
 
 #[derive(Deserialize)]

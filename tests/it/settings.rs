@@ -44,6 +44,13 @@ impl Browser {
         Self { client, base: app.address.clone() }
     }
 
+    /// A browser whose connections come from `ip` (any 127.x.x.x reaches the server).
+    fn from_address(app: &TestApp, ip: &str) -> Self {
+        let builder = reqwest::Client::builder().cookie_store(true).redirect(Policy::none());
+        let client = builder.local_address(ip.parse::<std::net::IpAddr>().unwrap()).build().unwrap();
+        Self { client, base: app.address.clone() }
+    }
+
     async fn page(resp: reqwest::Response) -> Page {
         let status = resp.status().as_u16();
         let location = resp.headers().get("location").map(|v| v.to_str().unwrap().to_string());
@@ -247,13 +254,42 @@ async fn sign_in_is_checked_throttled_and_ends_with_sign_out() {
     assert_eq!(out.status, 303);
     assert_eq!(b.get("/settings/integrations/api").await.location.as_deref(), Some("/settings/sign-in"));
 
-    // Ten attempts in 15 minutes per email, then a wait, even with the right password.
-    for _ in 0..8 {
-        b.sign_in("owner@doors.example", "guess").await;
+    // Five failures from one device, then each next attempt waits, even with the right password.
+    for _ in 0..5 {
+        assert_eq!(b.sign_in("owner@doors.example", "guess").await.status, 401);
     }
     let locked = b.sign_in("owner@doors.example", PASSWORD).await;
     assert_eq!(locked.status, 429, "{}", locked.body);
-    assert!(locked.body.contains("Too many sign-in attempts"));
+    assert!(locked.body.contains("Too many sign-in attempts. Try again in 5 s."), "{}", locked.body);
+}
+
+/// A guesser on another address never keeps the owner out, successes are not counted, and a
+/// success clears the device's failures.
+#[tokio::test]
+async fn sign_in_throttling_never_locks_the_owner_out() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Owned").await;
+    user(&app, &gym, "owner@owned.example", "owner", &[]).await;
+    let guesser = Browser::from_address(&app, "127.0.0.2");
+    let mut refused = 0;
+    for _ in 0..12 {
+        let r = guesser.sign_in("owner@owned.example", "guess").await;
+        assert!(r.status == 401 || r.status == 429, "{}", r.status);
+        refused += usize::from(r.status == 429);
+    }
+    assert!(refused > 0, "the guesser is slowed down");
+    let owner = Browser::from_address(&app, "127.0.0.1");
+    for _ in 0..12 {
+        assert_eq!(owner.sign_in("owner@owned.example", PASSWORD).await.status, 303, "successes are not counted");
+    }
+    for _ in 0..4 {
+        assert_eq!(owner.sign_in("owner@owned.example", "typo").await.status, 401);
+    }
+    assert_eq!(owner.sign_in("owner@owned.example", PASSWORD).await.status, 303);
+    for _ in 0..4 {
+        assert_eq!(owner.sign_in("owner@owned.example", "typo").await.status, 401, "the success cleared them");
+    }
+    assert_eq!(owner.sign_in("owner@owned.example", PASSWORD).await.status, 303);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
