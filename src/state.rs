@@ -45,6 +45,8 @@ pub struct AppState {
     pub heartbeats: Arc<crate::frontdesk::devices::Heartbeats>,
     /// What `GET /metrics` shows.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The key that signs the sign-in form's token, read from the database once.
+    pub sign_in_key: Arc<tokio::sync::OnceCell<Vec<u8>>>,
 }
 
 impl AppState {
@@ -69,6 +71,7 @@ impl AppState {
             shutdown: Shutdown::default(),
             heartbeats: Arc::default(),
             metrics,
+            sign_in_key: Arc::default(),
         })
     }
 

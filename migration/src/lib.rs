@@ -19,6 +19,7 @@ mod m20261125_000011_tenant_keys;
 mod m20261125_000012_devices;
 mod m20261125_000013_idempotency_records;
 mod m20261125_000014_counter_sales;
+mod m20261126_000015_server_secrets;
 pub mod tenancy;
 
 pub struct Migrator;
@@ -41,6 +42,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000012_devices::Migration),
             Box::new(m20261125_000013_idempotency_records::Migration),
             Box::new(m20261125_000014_counter_sales::Migration),
+            Box::new(m20261126_000015_server_secrets::Migration),
         ]
     }
 }

@@ -36,7 +36,7 @@ pub const TENANT_TABLES: &[&str] = &[
 ];
 
 /// Tables read across gyms: small, replicated to every node of a distributed deployment.
-pub const REFERENCE_TABLES: &[&str] = &["gyms", "api_keys", "users", "user_sessions"];
+pub const REFERENCE_TABLES: &[&str] = &["gyms", "api_keys", "users", "user_sessions", "server_secrets"];
 
 /// How many hash partitions the tenant tables have, when they are partitioned (PostgreSQL).
 pub async fn partitions(db: &impl ConnectionTrait) -> Result<Option<u32>, DbErr> {

@@ -182,12 +182,22 @@ async fn index(req: &Request, state: Data<&AppState>) -> Response {
     }
 }
 
+/// The key of the sign-in form's tokens (`session::form_token`).
+async fn sign_in_key(state: &AppState) -> Result<&[u8], sea_orm::DbErr> {
+    let key = state.sign_in_key.get_or_try_init(|| session::server_secret(state.db.orm(), "sign_in_form"));
+    key.await.map(Vec::as_slice)
+}
+
 #[handler]
-fn sign_in_page(req: &Request, state: Data<&AppState>) -> Response {
-    let csrf = session::token();
+async fn sign_in_page(req: &Request, state: Data<&AppState>) -> Response {
+    let key = match sign_in_key(&state).await {
+        Ok(key) => key,
+        Err(e) => return internal(e),
+    };
+    let nonce = session::token();
     let secure = session::is_https(req, state.config.public_url.as_deref());
-    let mut resp = html(StatusCode::OK, pages::sign_in(&csrf, None));
-    if let Ok(v) = session::set_cookie(session::SIGNIN_COOKIE, &csrf, 3600, secure).parse() {
+    let mut resp = html(StatusCode::OK, pages::sign_in(&session::form_token(key, &nonce), None));
+    if let Ok(v) = session::set_cookie(session::SIGNIN_COOKIE, &nonce, 3600, secure).parse() {
         resp.headers_mut().insert(header::SET_COOKIE, v);
     }
     resp
@@ -204,8 +214,12 @@ struct SignInForm {
 
 #[handler]
 async fn sign_in(req: &Request, state: Data<&AppState>, Form(f): Form<SignInForm>) -> Response {
-    let cookie = session::cookie(req, session::SIGNIN_COOKIE).unwrap_or_default();
-    if cookie.is_empty() || !session::same(cookie, &f.csrf) {
+    let nonce = session::cookie(req, session::SIGNIN_COOKIE).unwrap_or_default();
+    let key = match sign_in_key(&state).await {
+        Ok(key) => key,
+        Err(e) => return internal(e),
+    };
+    if nonce.is_empty() || !session::same(&session::form_token(key, nonce), &f.csrf) {
         return error_page(StatusCode::FORBIDDEN, "This form has expired. Reload the sign-in page and try again.");
     }
     let email = f.email.trim().to_lowercase();

@@ -11,7 +11,9 @@ use sha2::{Digest, Sha256};
 use crate::records::now;
 
 pub const SESSION_COOKIE: &str = "gymapi_session";
-/// The CSRF token of the sign-in form (before there is a session): a double-submit cookie.
+/// The sign-in form's pre-session (before there is a session): a random nonce in this cookie, and
+/// in the form the nonce's HMAC under the deployment's key (`server_secrets`), so that only a pair
+/// the server issued is taken: one chosen by the sender (login CSRF) is refused.
 pub const SIGNIN_COOKIE: &str = "gymapi_signin";
 /// How long a session lasts.
 pub const LIFETIME: Duration = Duration::hours(12);
@@ -21,6 +23,33 @@ pub fn token() -> String {
     let mut bytes = [0u8; 32];
     rand::thread_rng().fill_bytes(&mut bytes);
     hex::encode(bytes)
+}
+
+/// The sign-in form's token for the pre-session `nonce`, under `key`.
+pub fn form_token(key: &[u8], nonce: &str) -> String {
+    use hmac::{Hmac, Mac};
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else { return String::new() };
+    mac.update(b"sign-in:");
+    mac.update(nonce.as_bytes());
+    hex::encode(mac.finalize().into_bytes())
+}
+
+/// The deployment's secret called `name`, made by the first instance that asks (every instance
+/// then reads the same one).
+pub async fn server_secret(db: &impl ConnectionTrait, name: &str) -> Result<Vec<u8>, DbErr> {
+    use sea_orm::{Statement, Value};
+    let backend = db.get_database_backend();
+    let insert = crate::db::placeholders(
+        backend,
+        "INSERT INTO server_secrets (name, value, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING",
+    );
+    let values: [Value; 3] = [name.into(), token().into(), now().into()];
+    db.execute(Statement::from_sql_and_values(backend, insert, values)).await?;
+    let select = crate::db::placeholders(backend, "SELECT value FROM server_secrets WHERE name = ?");
+    let row = db.query_one(Statement::from_sql_and_values(backend, select, [name.into()])).await?;
+    let value: String =
+        row.ok_or_else(|| DbErr::RecordNotFound(format!("server secret {name}")))?.try_get("", "value")?;
+    hex::decode(value).map_err(|e| DbErr::Custom(format!("server secret {name}: {e}")))
 }
 
 fn digest(token: &str) -> String {

@@ -228,6 +228,19 @@ async fn forms_without_the_csrf_token_are_refused() {
         .post("/settings/sign-in", &[("email", "owner@csrf.example"), ("password", PASSWORD), ("csrf", "x")])
         .await;
     assert_eq!(r.status, 403);
+    // A cookie and token pair chosen by the sender (login CSRF: signing the victim in as the
+    // attacker) is refused; only a pair the server issued is taken.
+    let chosen = "a".repeat(64);
+    let forged = app
+        .client
+        .post(format!("{}/settings/sign-in", app.address))
+        .header("cookie", format!("gymapi_signin={chosen}"))
+        .form(&[("email", "owner@csrf.example"), ("password", PASSWORD), ("csrf", chosen.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+    assert_eq!(fresh.sign_in("owner@csrf.example", PASSWORD).await.status, 303);
 }
 
 #[tokio::test]
