@@ -41,6 +41,9 @@ pub async fn metrics(state: Data<&AppState>, req: &poem::Request) -> Response {
         }
         Err(e) => tracing::warn!(error = %e, "metrics: the outbox's age could not be read"),
     }
+    let (up, opened) = state.store.health();
+    m.store_up.set(i64::from(up));
+    m.breaker_opened.inner().store(opened, std::sync::atomic::Ordering::Relaxed);
     let (size, idle) = crate::db::pool_use(state.db.orm());
     m.db_connections.get_or_create(&OutcomeLabel { outcome: "open" }).set(i64::from(size));
     m.db_connections.get_or_create(&OutcomeLabel { outcome: "idle" }).set(i64::try_from(idle).unwrap_or(i64::MAX));

@@ -1,6 +1,7 @@
 //! Rate limits (and, later, idempotent replays) kept in a `Store`: Redis in production, shared by
 //! every instance; in process in the embedded default.
 
+mod breaker;
 mod memory;
 pub mod records;
 mod redis_store;
@@ -68,6 +69,8 @@ pub enum StoreError {
     Timeout(Duration),
     #[error("store error: {0}")]
     Backend(String),
+    #[error("the store is skipped for a moment after failing (its breaker is open)")]
+    Skipped,
 }
 
 /// What the store knows of an API key, by its fingerprint, when a request arrives.
@@ -282,6 +285,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// Whether the store answers (for `/readyz`).
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Whether calls go to the store (its breaker is closed), and how many times its breaker has
+    /// opened (for `/metrics`). A store in process is always up.
+    fn health(&self) -> (bool, u64) {
+        (true, 0)
+    }
 
     fn name(&self) -> &'static str;
 }

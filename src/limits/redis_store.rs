@@ -134,6 +134,7 @@ pub struct RedisStore {
     script: Script,
     refuse: Script,
     attempts: Script,
+    breaker: super::breaker::Breaker,
     admit: Script,
     begin: Script,
     prefix: String,
@@ -160,6 +161,7 @@ impl RedisStore {
             begin: Script::new(&format!("{BEGIN_FN}\n{IDEMPOTENCY_BEGIN}")),
             refuse: Script::new(REFUSE),
             attempts: Script::new(ATTEMPTS),
+            breaker: Default::default(),
             prefix: prefix.to_string(),
             timeout,
         };
@@ -230,10 +232,13 @@ impl RedisStore {
         &self,
         call: impl std::future::Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, StoreError> {
-        tokio::time::timeout(self.timeout, call)
+        let pass = self.breaker.pass().ok_or(StoreError::Skipped)?;
+        let result = tokio::time::timeout(self.timeout, call)
             .await
-            .map_err(|_| StoreError::Timeout(self.timeout))?
-            .map_err(|e| StoreError::Backend(e.to_string()))
+            .map_err(|_| StoreError::Timeout(self.timeout))
+            .and_then(|r| r.map_err(|e| StoreError::Backend(e.to_string())));
+        self.breaker.record(pass, result.is_ok());
+        result
     }
 }
 
@@ -345,6 +350,10 @@ impl Store for RedisStore {
     async fn ping(&self) -> Result<(), StoreError> {
         let mut conn = self.conn.clone();
         self.bounded(redis::cmd("PING").query_async::<String>(&mut conn)).await.map(|_| ())
+    }
+
+    fn health(&self) -> (bool, u64) {
+        self.breaker.health()
     }
 
     fn name(&self) -> &'static str {

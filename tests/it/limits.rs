@@ -433,6 +433,10 @@ async fn a_hung_redis_fails_reads_open_and_keyed_writes_stay_exactly_once() {
     assert!(elapsed < Duration::from_secs(5), "five requests took {elapsed:?} with a 200 ms Redis timeout");
     let members = app.get(&gym.live_key, "/members").await.body;
     assert_eq!(members["meta"]["total"], 2, "the keyed write was written once: {members}");
+    // Redis is skipped now, not waited for on every request: its breaker is open.
+    let metrics = scrape(&app).await;
+    assert!(metrics.contains("gymapi_store_up 0"), "{metrics}");
+    assert!(metrics.contains("gymapi_store_breaker_opened_total 1"), "{metrics}");
 
     // Back to normal once Redis answers again.
     proxy.mode.store(FORWARD, Ordering::SeqCst);
@@ -458,4 +462,9 @@ async fn a_hung_redis_fails_reads_open_and_keyed_writes_stay_exactly_once() {
     assert_eq!((later.status, later.header("idempotency-replayed")), (201, Some("true")));
     assert_eq!(later.body, first.body);
     assert_eq!(app.get(&gym.live_key, "/members").await.body["meta"]["total"], 3);
+    assert!(scrape(&app).await.contains("gymapi_store_up 1"), "the breaker closed again");
+}
+
+async fn scrape(app: &TestApp) -> String {
+    app.raw(reqwest::Method::GET, "/metrics").send().await.unwrap().text().await.unwrap()
 }
