@@ -20,16 +20,19 @@ struct Served {
 
 impl Served {
     async fn start(app: &TestApp, env: &[(&str, &str)]) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_gymapi"));
+        cmd.env("GYMAPI_WEBHOOK_DISPATCH", "0").env("RUST_LOG", "warn").stderr(Stdio::null());
+        Self::start_with(app, cmd, env).await
+    }
+
+    /// With `cmd`'s own environment and output, which the test set up.
+    async fn start_with(app: &TestApp, mut cmd: Command, env: &[(&str, &str)]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         cmd.args(["serve", "--bind", &format!("127.0.0.1:{port}")])
             .env("DATABASE_URL", &app.database_url)
             .env("GYMAPI_IDEMPOTENCY_LOCK_SECS", "1")
-            .env("GYMAPI_WEBHOOK_DISPATCH", "0")
-            .env("RUST_LOG", "warn")
             .env_remove("GYMAPI_TEST_CRASH")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stdout(Stdio::null());
         match &app.redis_url {
             Some(url) => cmd.env("REDIS_URL", url).env("GYMAPI_REDIS_PREFIX", &app.redis_prefix),
             None => cmd.env_remove("REDIS_URL"),
@@ -222,4 +225,77 @@ async fn sigterm_during_load_lets_requests_in_flight_finish() {
         .await
         .unwrap();
     assert_eq!(total, answered, "every acknowledged write, once");
+}
+
+/// The logs of a server as operators run it (its default filter, JSON lines) carry no secret: not
+/// an API key (right or wrong, in either header), an Idempotency-Key, a body, a password, a
+/// session or a sign-in token, nor a webhook signing secret, through requests, refusals, sign-ins
+/// and webhook attempts that fail.
+#[tokio::test]
+async fn logs_never_carry_a_secret() {
+    use gymapi::accounts::{self, Actor};
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Quiet").await;
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gymapi"));
+    cmd.env_remove("RUST_LOG")
+        .env("GYMAPI_LOG_FORMAT", "json")
+        .env("GYMAPI_WEBHOOK_ALLOW_PRIVATE", "1")
+        .env("GYMAPI_WEBHOOK_RETRY_SCHEDULE", "1")
+        .stderr(log.reopen().unwrap());
+    let server = Served::start_with(&app, cmd, &[]).await;
+    let password = "correct horse battery staple 42";
+    accounts::create_user(&app.db, gym.id, "quiet@example.com", entity::states::Role::Owner, &[], password)
+        .await
+        .unwrap();
+    let types = ["member.created".to_string()];
+    let hook = gymapi::webhooks::create_endpoint(
+        &app.db,
+        &Actor::Operator,
+        gym.id,
+        false,
+        "http://127.0.0.1:9/h",
+        &types,
+        true,
+    )
+    .await
+    .unwrap();
+    let client =
+        reqwest::Client::builder().cookie_store(true).redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let url = |path: &str| format!("{}{path}", server.base);
+    let wrong_key = format!("svc_live_{}", "Q".repeat(32));
+    let (idempotency_key, email) = ("idem-secret-7f3a", "body-secret-7f3a@example.com");
+    for key in [&gym.live_key, &wrong_key] {
+        client.get(url("/api/v1/members")).bearer_auth(key).send().await.unwrap();
+        client.get(url("/api/v1/members")).header("x-api-key", key.as_str()).send().await.unwrap();
+    }
+    let created = client
+        .post(url("/api/v1/members"))
+        .bearer_auth(&gym.live_key)
+        .header("Idempotency-Key", idempotency_key)
+        .json(&json!({"first_name": "Body", "last_name": "Secret", "email": email}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let page = client.get(url("/settings/sign-in")).send().await.unwrap().text().await.unwrap();
+    let at = page.find("name=\"csrf\" value=\"").unwrap() + 19;
+    let csrf = page[at..].split('"').next().unwrap().to_string();
+    for attempt in ["a wrong password", password] {
+        let form = [("email", "quiet@example.com"), ("password", attempt), ("csrf", csrf.as_str())];
+        client.post(url("/settings/sign-in")).form(&form).send().await.unwrap();
+    }
+    let session = client.get(url("/settings/integrations/api")).send().await.unwrap();
+    assert_eq!(session.status(), 200, "signed in");
+    // Let the webhook's attempts fail against the closed port and be logged.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    server.stop();
+
+    let logged = std::fs::read_to_string(log.path()).unwrap();
+    assert!(logged.contains("\"status\":201"), "the requests were logged: {logged}");
+    for secret in
+        [gym.live_key.as_str(), &wrong_key, idempotency_key, email, password, "a wrong password", &csrf, &hook.secret]
+    {
+        assert!(!logged.contains(secret), "the log carries {secret}:\n{logged}");
+    }
 }
