@@ -4,7 +4,7 @@
 //! The limits every connection is held to (README, "Configuration"): at most `max_connections`
 //! open at once (one more is answered 503 and closed, never left waiting); a request's head must
 //! arrive within `header_timeout` of the connection starting to wait for it, which also closes a
-//! connection idle between requests for that long; its body within `body_timeout` (the edge,
+//! connection that sends nothing, or stays idle between requests, for that long; its body within `body_timeout` (the edge,
 //! `middleware::edge`). Malformed header lines are dropped rather than refused by hyper, so that the
 //! edge answers such a request in JSON like any other.
 
@@ -97,11 +97,23 @@ pub async fn run(listener: TcpListener, state: AppState, stop: impl Future<Outpu
                 Ok::<_, Infallible>(hyper::Response::<_>::from(endpoint.get_response(req).await))
             }
         });
-        let connection = http.serve_connection(TokioIo::new(socket), service).into_owned();
-        let watched = graceful.watch(connection);
+        let (watcher, header_timeout, stopping) = (graceful.watcher(), config.header_timeout, state.shutdown.clone());
         tokio::spawn(async move {
-            if let Err(e) = watched.await {
-                tracing::debug!(error = %e, "connection ended with an error");
+            // The first byte is awaited under the header timeout too (telling HTTP/1 from HTTP/2
+            // reads it with none, and a connection that never sends would stay open), and not
+            // past the start of a shutdown.
+            let mut first = [0u8; 1];
+            let sent = tokio::select! {
+                peeked = tokio::time::timeout(header_timeout, socket.peek(&mut first)) => {
+                    matches!(peeked, Ok(Ok(n)) if n > 0)
+                }
+                () = stopping.wait() => false,
+            };
+            if sent {
+                let connection = http.serve_connection(TokioIo::new(socket), service).into_owned();
+                if let Err(e) = watcher.watch(connection).await {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
             }
             drop(permit);
         });

@@ -120,6 +120,10 @@ async fn slow_and_idle_connections_are_closed() {
     let _ = tokio::time::timeout(PATIENCE, trickle).await;
     read_all(&mut socket).await;
 
+    // A connection that never sends a byte: closed too.
+    let mut silent = connect(&app).await;
+    assert!(read_all(&mut silent).await.is_empty());
+
     // Idle after one request: closed too.
     let mut socket = connect(&app).await;
     socket.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
