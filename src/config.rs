@@ -103,6 +103,11 @@ pub fn open_files_limit() -> Option<usize> {
     line.split_whitespace().nth(3)?.parse().ok()
 }
 
+/// The nodes `REDIS_URL` names: one URL, or a Redis Cluster's nodes separated by commas.
+pub fn redis_nodes(url: &str) -> Vec<&str> {
+    url.split(',').map(str::trim).filter(|u| !u.is_empty()).collect()
+}
+
 fn var(name: &str) -> Option<String> {
     env::var(name).ok().filter(|v| !v.trim().is_empty())
 }

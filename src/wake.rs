@@ -42,7 +42,10 @@ impl Wakes {
     /// (it must answer), else in this process.
     pub async fn connect(config: &crate::config::Config) -> anyhow::Result<Arc<Self>> {
         let Some(url) = &config.redis_url else { return Ok(Self::local()) };
-        let client = redis::Client::open(url.as_str())?;
+        // A Redis Cluster carries a message published on any node to subscribers on every node:
+        // its first node serves.
+        let first = crate::config::redis_nodes(url).first().copied().unwrap_or(url.as_str());
+        let client = redis::Client::open(first)?;
         let options = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.redis_timeout))
             .set_response_timeout(Some(config.redis_timeout));

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use redis::{Script, aio::ConnectionManager};
+use redis::{Script, aio::ConnectionManager, cluster_async::ClusterConnection};
 
 use super::{
     Admission, Attempt, Backoff, Budget, Decision, IdempotencyAsk, IdempotencyRecord, IdempotencyState, KeyRefusal,
@@ -130,7 +130,7 @@ return math.floor(wait)
 const TOMBSTONE_SETTLES: Duration = Duration::from_secs(2);
 
 pub struct RedisStore {
-    conn: ConnectionManager,
+    conn: Conn,
     script: Script,
     refuse: Script,
     attempts: Script,
@@ -141,19 +141,71 @@ pub struct RedisStore {
     timeout: Duration,
 }
 
+/// A connection to one Redis, or to the nodes of a Redis Cluster (each command goes to the node of
+/// its keys' slot; a script's keys share one hash tag, so one slot).
+#[derive(Clone)]
+enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl redis::aio::ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Self::Single(c) => c.req_packed_command(cmd),
+            Self::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Self::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Single(c) => c.get_db(),
+            Self::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+async fn open(url: &str, timeout: Duration) -> Result<Conn, StoreError> {
+    let backend = |e: redis::RedisError| StoreError::Backend(e.to_string());
+    let nodes = crate::config::redis_nodes(url);
+    let connecting = async {
+        if let [single] = nodes[..] {
+            let client = redis::Client::open(single).map_err(backend)?;
+            let config = redis::aio::ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(timeout))
+                .set_response_timeout(Some(timeout))
+                .set_number_of_retries(1);
+            return ConnectionManager::new_with_config(client, config).await.map(Conn::Single).map_err(backend);
+        }
+        let client = redis::cluster::ClusterClientBuilder::new(nodes.clone())
+            .connection_timeout(timeout)
+            .response_timeout(timeout)
+            .retries(1)
+            .build()
+            .map_err(backend)?;
+        client.get_async_connection().await.map(Conn::Cluster).map_err(backend)
+    };
+    tokio::time::timeout(timeout * 2, connecting).await.map_err(|_| StoreError::Timeout(timeout))?
+}
+
 impl RedisStore {
-    /// Connects (bounded by `timeout`). Every key carries a hash tag (`{...}`) that keeps what one
-    /// script touches on one Redis Cluster slot.
+    /// Connects (bounded by `timeout`) to one Redis, or to a Redis Cluster when `url` lists its
+    /// nodes. Every key carries a hash tag (`{...}`) that keeps what one script touches on one
+    /// Redis Cluster slot.
     pub async fn connect(url: &str, prefix: &str, timeout: Duration) -> Result<Self, StoreError> {
-        let client = redis::Client::open(url).map_err(|e| StoreError::Backend(e.to_string()))?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout))
-            .set_number_of_retries(1);
-        let conn = tokio::time::timeout(timeout * 2, ConnectionManager::new_with_config(client, config))
-            .await
-            .map_err(|_| StoreError::Timeout(timeout))?
-            .map_err(|e| StoreError::Backend(e.to_string()))?;
+        let conn = open(url, timeout).await?;
         let store = Self {
             conn,
             script: Script::new(&format!("{HIT}\n{SLIDING_LOG}\n{HIT_TAIL}")),
@@ -165,8 +217,9 @@ impl RedisStore {
             prefix: prefix.to_string(),
             timeout,
         };
-        let mut conn = store.conn.clone();
-        let info: String = store.bounded(redis::cmd("INFO").arg("server").query_async(&mut conn)).await?;
+        // The version of one node (of the first, for a cluster: its nodes run one version).
+        let mut first = open(crate::config::redis_nodes(url).first().copied().unwrap_or(url), timeout).await?;
+        let info: String = store.bounded(redis::cmd("INFO").arg("server").query_async(&mut first)).await?;
         if let Some(version) = too_old(&info) {
             return Err(StoreError::Backend(format!(
                 "Redis {version} is too old: the rate limit's log needs Redis 6.2 or newer (XTRIM MINID)"
@@ -279,15 +332,17 @@ impl Store for RedisStore {
         if fingerprints.is_empty() {
             return Ok(());
         }
-        // A tombstone per key (see ADMIT), one command each: in a Redis Cluster each grant lives
-        // on the slot of its own hash tag.
+        // A tombstone per key (see ADMIT), one command each, sent together: in a Redis Cluster
+        // each grant lives on the slot of its own hash tag (a pipeline goes to one node).
         let ttl = super::GRANT_TTL.as_millis() as u64;
-        let mut pipe = redis::pipe();
-        for fp in fingerprints {
-            pipe.cmd("SET").arg(self.grant_key(fp)).arg("").arg("PX").arg(ttl).ignore();
-        }
-        let mut conn = self.conn.clone();
-        self.bounded(pipe.query_async::<()>(&mut conn)).await
+        let sets = fingerprints.iter().map(|fp| {
+            let mut conn = self.conn.clone();
+            let mut cmd = redis::cmd("SET");
+            cmd.arg(self.grant_key(fp)).arg("").arg("PX").arg(ttl);
+            async move { cmd.query_async::<()>(&mut conn).await }
+        });
+        let all = async { futures_util::future::try_join_all(sets).await.map(|_| ()) };
+        self.bounded(all).await
     }
 
     async fn attempts(&self, bucket: &str, attempt: Attempt, policy: Backoff) -> Result<Duration, StoreError> {

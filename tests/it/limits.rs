@@ -9,7 +9,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use gymapi::accounts;
+use gymapi::{accounts, context::Environment};
 use serde_json::json;
 
 use crate::common::TestApp;
@@ -467,4 +467,128 @@ async fn a_hung_redis_fails_reads_open_and_keyed_writes_stay_exactly_once() {
 
 async fn scrape(app: &TestApp) -> String {
     app.raw(reqwest::Method::GET, "/metrics").send().await.unwrap().text().await.unwrap()
+}
+
+/// A three-node Redis Cluster on loopback ports of the test's own, stopped when dropped.
+struct Cluster {
+    nodes: Vec<std::process::Child>,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// `None` where redis-server or redis-cli is missing (a newcomer's machine).
+    fn start() -> Option<Self> {
+        use std::process::{Command, Stdio};
+        let dir = tempfile::tempdir().unwrap();
+        // Ports whose cluster bus port (+10000) is free too.
+        let mut ports = Vec::new();
+        while ports.len() < 3 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            if port < 55535 && std::net::TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
+                ports.push(port);
+            }
+        }
+        let mut nodes = Vec::new();
+        for port in &ports {
+            let node_dir = dir.path().join(port.to_string());
+            std::fs::create_dir(&node_dir).unwrap();
+            let args = ["--port", &port.to_string(), "--bind", "127.0.0.1", "--cluster-enabled", "yes", "--save", ""];
+            let child = Command::new("redis-server")
+                .args(args)
+                .args(["--appendonly", "no", "--dir", node_dir.to_str().unwrap()])
+                .stdout(Stdio::null())
+                .spawn()
+                .ok()?;
+            nodes.push(child);
+        }
+        let addresses: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        let cluster = Self {
+            nodes,
+            url: addresses.iter().map(|a| format!("redis://{a}")).collect::<Vec<_>>().join(","),
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let created = Command::new("redis-cli")
+                .args(["--cluster", "create"])
+                .args(&addresses)
+                .args(["--cluster-replicas", "0", "--cluster-yes"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .ok()?;
+            if created.success() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the cluster could not be created");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        while !Command::new("redis-cli")
+            .args(["-p", &ports[0].to_string(), "cluster", "info"])
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("cluster_state:ok"))
+        {
+            assert!(Instant::now() < deadline, "the cluster did not come up");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Some(cluster)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            let _ = node.kill();
+            let _ = node.wait();
+        }
+    }
+}
+
+/// `REDIS_URL` listing a Redis Cluster's nodes: the limit, the key cache (a revoke reaches keys on
+/// every slot), refusals and keyed replays work across its slots.
+#[tokio::test]
+async fn a_redis_cluster_keeps_limits_keys_and_replays() {
+    let Some(cluster) = Cluster::start() else {
+        eprintln!("skipped: needs redis-server and redis-cli");
+        return;
+    };
+    let app = TestApp::spawn_with(|c| {
+        c.redis_url = Some(cluster.url.clone());
+        c.redis_prefix = format!("gymapi-cluster-{}:", uuid::Uuid::now_v7().simple());
+    })
+    .await;
+    let gyms = [app.gym("Slot one").await, app.gym("Slot two").await, app.gym("Slot three").await];
+    for gym in &gyms {
+        for remaining in ["119", "118"] {
+            let r = app.get(&gym.live_key, "/members").await;
+            assert_eq!((r.status, r.header("x-ratelimit-remaining")), (200, Some(remaining)));
+        }
+        let keyed = || {
+            let body = json!({"first_name": "Clustered", "last_name": "Write"});
+            app.request("POST", "/members", Some(&gym.live_key), Some(body), &[("Idempotency-Key", "cluster-1")])
+        };
+        let first = keyed().await;
+        let again = keyed().await;
+        assert_eq!((first.status, again.status, again.header("idempotency-replayed")), (201, 201, Some("true")));
+        assert_eq!(again.body, first.body);
+    }
+    // A change to a gym drops the grants of all its keys, each on a slot of its own, at once.
+    let second = accounts::create_key(&app.db, &accounts::Actor::Operator, gyms[0].id, Environment::Live, "second")
+        .await
+        .unwrap()
+        .key;
+    assert_eq!(app.get(&second, "/members").await.status, 200);
+    let off = accounts::GymUpdate { api_access: Some(false), ..Default::default() };
+    accounts::update_gym(&app.db, &*app.store, gyms[0].id, off).await.unwrap();
+    for key in [&gyms[0].live_key, &second] {
+        assert_eq!(app.get(key, "/members").await.status, 403);
+    }
+    // Revoking keys of several gyms drops grants kept on different slots.
+    for gym in &gyms {
+        accounts::revoke_key(&app.db, &*app.store, &accounts::Actor::Operator, gym.live_key_id).await.unwrap();
+        assert_eq!(app.get(&gym.live_key, "/members").await.status, 401);
+        assert_eq!(app.get(&gym.live_key, "/members").await.status, 401, "remembered as refused");
+    }
+    drop(app);
 }
