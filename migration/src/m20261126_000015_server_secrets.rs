@@ -4,12 +4,10 @@
 
 use sea_orm_migration::prelude::*;
 
+use crate::columns::*;
+
 #[derive(DeriveMigrationName)]
 pub struct Migration;
-
-fn a(name: &str) -> Alias {
-    Alias::new(name)
-}
 
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
@@ -19,9 +17,9 @@ impl MigrationTrait for Migration {
                 Table::create()
                     .table(a("server_secrets"))
                     .if_not_exists()
-                    .col(ColumnDef::new(a("name")).string().not_null().primary_key())
-                    .col(ColumnDef::new(a("value")).string().not_null())
-                    .col(ColumnDef::new(a("created_at")).timestamp_with_time_zone().not_null())
+                    .col(string("name").primary_key())
+                    .col(string("value"))
+                    .col(ts("created_at"))
                     .to_owned(),
             )
             .await
