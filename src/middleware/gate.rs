@@ -12,7 +12,7 @@ use crate::{
     auth::{self, Admitted},
     config::Config,
     context::RequestContext,
-    contract::{Family, MAX_BODY_BYTES, RouteMatch},
+    contract::{Family, MAX_BODY_BYTES, Operation, RouteMatch},
     errors::{ApiError, NO_API_ACCESS_MESSAGE, NO_DEVICE_ACCESS_MESSAGE, to_json_error},
     limits::{Budget, Decision, IdempotencyAsk, IdempotencyState, RatePolicy, records::RecordKey},
     state::AppState,
@@ -26,8 +26,9 @@ use crate::{
 async fn guarded<E: Endpoint>(
     next: Arc<E>,
     mut req: Request,
-    state: AppState,
+    state: &AppState,
     family: Family,
+    matched: RouteMatch<'_>,
 ) -> poem::Result<Response> {
     let key = auth::key_from_headers(req.headers());
     let budget = match family {
@@ -36,7 +37,10 @@ async fn guarded<E: Endpoint>(
     };
     let now = crate::records::now();
     let keyed = match &key {
-        Some(k) => Box::pin(prepare_keyed(&mut req, &state, family, k)).await,
+        Some(k) => match &matched {
+            RouteMatch::Operation(op) => Box::pin(prepare_keyed(&mut req, op, k)).await,
+            _ => None,
+        },
         None => None,
     };
     let ask = keyed.as_ref().map(|k| IdempotencyAsk {
@@ -56,7 +60,7 @@ async fn guarded<E: Endpoint>(
         None => {
             state.last_used.touch(&state.db, tenant.key_id);
             state.usage.record(tenant.owner_gym_id, tenant.key_id);
-            Box::pin(route(next, req, &state, tenant, family, &mut begun)).await
+            Box::pin(route(next, req, state, (tenant, family, matched), &mut begun)).await
         }
     };
     // Refused before its handler: a key the store began for this request is free again.
@@ -72,12 +76,14 @@ async fn guarded<E: Endpoint>(
 }
 
 /// Marks the response with its operation (for the edge's counts), whatever answered it.
+/// The request's route is found once, here, for the counts, the keyed write and the handler.
 pub async fn gate<E: Endpoint>(next: Arc<E>, req: Request, state: AppState, family: Family) -> poem::Result<Response> {
-    let operation = match state.contract(family).route(req.method(), req.uri().path()) {
+    let matched = state.contract(family).route(req.method(), req.uri().path());
+    let operation = match &matched {
         RouteMatch::Operation(op) => op.id.clone(),
         _ => "unmatched".to_string(),
     };
-    let mut response = guarded(next, req, state, family).await?;
+    let mut response = guarded(next, req, &state, family, matched).await?;
     response.extensions_mut().insert(crate::metrics::Operation(operation));
     Ok(response)
 }
@@ -113,10 +119,9 @@ struct Prepared {
 #[derive(Clone)]
 struct PreRead(Result<Bytes, ()>);
 
-async fn prepare_keyed(req: &mut Request, state: &AppState, family: Family, api_key: &str) -> Option<Prepared> {
+async fn prepare_keyed(req: &mut Request, op: &Operation, api_key: &str) -> Option<Prepared> {
     let idempotency_key = req.headers().get(IDEMPOTENCY_KEY)?.to_str().ok()?.to_string();
     let path = req.uri().path().to_string();
-    let RouteMatch::Operation(op) = state.contract(family).route(req.method(), &path) else { return None };
     if !op.idempotent {
         return None;
     }
@@ -143,8 +148,7 @@ async fn route<E: Endpoint>(
     next: Arc<E>,
     mut req: Request,
     state: &AppState,
-    tenant: crate::context::Tenant,
-    family: Family,
+    (tenant, family, matched): (crate::context::Tenant, Family, RouteMatch<'_>),
     begun: &mut Option<(Prepared, Option<IdempotencyState>)>,
 ) -> Response {
     let path = req.uri().path().to_string();
@@ -152,7 +156,7 @@ async fn route<E: Endpoint>(
         return Response::builder().content_type("application/yaml").body(family.document());
     }
     let base = family.base();
-    let op = match state.contract(family).route(req.method(), &path) {
+    let op = match matched {
         RouteMatch::NotFound => {
             return ApiError::NotFound(format!("No such path: {base}{}.", truncate(&path, 200))).as_response();
         }
