@@ -87,9 +87,6 @@ pub enum ApiError {
     RateLimited { retry_after_secs: u64 },
     #[error("service unavailable: {0}")]
     ServiceUnavailable(String),
-    /// A request the server cannot read (400 `bad_request`).
-    #[error("bad request: {0}")]
-    BadRequest(String),
     /// A body larger than the route takes (413 `payload_too_large`).
     #[error("payload too large: {0}")]
     PayloadTooLarge(String),
@@ -133,7 +130,6 @@ impl ApiError {
             Self::Validation(_) => "validation_failed",
             Self::RateLimited { .. } => "rate_limited",
             Self::ServiceUnavailable(_) => "service_unavailable",
-            Self::BadRequest(_) => "bad_request",
             Self::PayloadTooLarge(_) => "payload_too_large",
             Self::RequestTimeout => "request_timeout",
             Self::HeadersTooLarge(_) => "request_header_fields_too_large",
@@ -149,7 +145,6 @@ impl ApiError {
             | Self::NotFound(m)
             | Self::ServiceUnavailable(m)
             | Self::StateConflict(m)
-            | Self::BadRequest(m)
             | Self::PayloadTooLarge(m)
             | Self::HeadersTooLarge(m) => Cow::Borrowed(m),
             Self::RequestTimeout => {
@@ -184,7 +179,6 @@ impl ResponseError for ApiError {
             Self::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::HeadersTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
@@ -284,14 +278,22 @@ pub fn to_json_error(err: poem::Error) -> Response {
 
 /// The `type` of an error response, kept on the response for the edge's counts.
 #[derive(Clone, Debug)]
-pub struct ErrorKind(pub String);
+pub struct ErrorKind(pub &'static str);
 
 /// What a client is told of a failure on our side; the cause goes to the log.
 const INTERNAL_MESSAGE: &str = "Something went wrong on our side. Quote the X-Request-Id when reporting it.";
 
-/// `{"error": {"message": ..., "type": ...}}`, serialised from its two parts (the same bytes as
-/// the `json!` map, whose keys come out sorted) without building a map for them.
-fn error_response(status: StatusCode, kind: &str, message: &str) -> Response {
+/// `{"error": {"message": ..., "type": ...}}` with the error's type kept on the response.
+fn error_response(status: StatusCode, kind: &'static str, message: &str) -> Response {
+    let mut response = json_bytes_response(status, error_body(kind, message));
+    response.extensions_mut().insert(ErrorKind(kind));
+    response
+}
+
+/// The bytes of `{"error": {"message": ..., "type": ...}}`, serialised from its two parts (the
+/// same bytes as the `json!` map, whose keys come out sorted) without building a map for them. Also
+/// what the server writes itself to a connection over its cap.
+pub fn error_body(kind: &str, message: &str) -> Vec<u8> {
     #[derive(serde::Serialize)]
     struct Body<'a> {
         error: Fields<'a>,
@@ -302,8 +304,5 @@ fn error_response(status: StatusCode, kind: &str, message: &str) -> Response {
         #[serde(rename = "type")]
         kind: &'a str,
     }
-    let bytes = serde_json::to_vec(&Body { error: Fields { message, kind } }).unwrap_or_default();
-    let mut response = json_bytes_response(status, bytes);
-    response.extensions_mut().insert(ErrorKind(kind.to_string()));
-    response
+    serde_json::to_vec(&Body { error: Fields { message, kind } }).unwrap_or_default()
 }

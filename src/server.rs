@@ -128,9 +128,8 @@ pub async fn run(listener: TcpListener, state: AppState, stop: impl Future<Outpu
 /// Answers a connection over the cap: a 503 in JSON, then closes it.
 async fn refuse(mut socket: tokio::net::TcpStream) {
     let id = uuid::Uuid::now_v7();
-    let body = serde_json::json!({"error": {"type": "service_unavailable",
-        "message": "The server has as many connections open as it allows; retry in a moment."}})
-    .to_string();
+    let message = "The server has as many connections open as it allows; retry in a moment.";
+    let body = String::from_utf8_lossy(&crate::errors::error_body("service_unavailable", message)).into_owned();
     let response = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
          retry-after: 1\r\nx-request-id: {id}\r\nconnection: close\r\n\r\n{body}",

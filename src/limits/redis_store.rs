@@ -218,7 +218,10 @@ impl RedisStore {
             timeout,
         };
         // The version of one node (of the first, for a cluster: its nodes run one version).
-        let mut first = open(crate::config::redis_nodes(url).first().copied().unwrap_or(url), timeout).await?;
+        let mut first = match &store.conn {
+            Conn::Single(_) => store.conn.clone(),
+            Conn::Cluster(_) => open(crate::config::redis_nodes(url).first().copied().unwrap_or(url), timeout).await?,
+        };
         let info: String = store.bounded(redis::cmd("INFO").arg("server").query_async(&mut first)).await?;
         if let Some(version) = too_old(&info) {
             return Err(StoreError::Backend(format!(
