@@ -64,7 +64,7 @@ enum Command {
     #[command(subcommand)]
     User(user::UserCommand),
     /// Import a CSV or JSON Lines file through the API, in batches; run it again to resume.
-    Import(import::ImportArgs),
+    Import(Box<import::ImportArgs>),
     /// Send webhook deliveries (beside `serve` instances started with GYMAPI_WEBHOOK_DISPATCH=0).
     Worker,
     /// Webhook endpoints of a gym or its sandbox.
@@ -166,7 +166,7 @@ fn opt_time(t: Option<DateTime<Utc>>) -> serde_json::Value {
 
 async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
     match command {
-        Command::Import(a) => import::run(a).await,
+        Command::Import(a) => import::run(*a).await,
         Command::Webhook(c) => webhook::run(c, &config).await,
         Command::Device(c) => device::run(c, &config).await,
         Command::Gym(c) => gym::run(c, &config).await,

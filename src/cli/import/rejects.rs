@@ -1,0 +1,84 @@
+//! The rejects file (`--rejects FILE`): every refused row as the file had it, plus a column with
+//! every reason, so that the owner fixes those rows only and imports the rejects file alone (the
+//! reasons column is left out when it is read). A table's rejects are UTF-8 CSV with a byte-order
+//! mark (spreadsheet programs then read the accents right) and the file's delimiter; a JSON Lines
+//! file's rejects are JSON Lines, the reasons under the same name.
+
+use std::{
+    fs::File,
+    io::{BufWriter, Write},
+    path::{Path, PathBuf},
+};
+
+use serde_json::Value;
+
+use super::{
+    ClientError,
+    source::{Layout, REASONS_COLUMN, Row},
+};
+
+/// A row that was not imported, and why.
+pub(super) struct Refused {
+    pub line: u64,
+    pub row: Row,
+    pub reasons: Vec<String>,
+}
+
+enum Out {
+    Csv(Box<csv::Writer<BufWriter<File>>>),
+    Lines(BufWriter<File>),
+}
+
+pub(super) struct Rejects {
+    pub path: PathBuf,
+    out: Out,
+    pub written: u64,
+}
+
+fn failed(path: &Path, e: impl std::fmt::Display) -> ClientError {
+    ClientError::BadInput(format!("cannot write {}: {e}", path.display()))
+}
+
+impl Rejects {
+    pub(super) fn create(path: &Path, headers: &[String], layout: &Layout) -> Result<Self, ClientError> {
+        let mut file = BufWriter::new(File::create(path).map_err(|e| failed(path, e))?);
+        let out = if matches!(layout, Layout::JsonLines) {
+            Out::Lines(file)
+        } else {
+            file.write_all(b"\xEF\xBB\xBF").map_err(|e| failed(path, e))?;
+            let mut w = csv::WriterBuilder::new().delimiter(layout.delimiter()).from_writer(file);
+            let header = headers.iter().map(String::as_str).chain([REASONS_COLUMN]);
+            w.write_record(header).map_err(|e| failed(path, e))?;
+            Out::Csv(Box::new(w))
+        };
+        Ok(Self { path: path.to_path_buf(), out, written: 0 })
+    }
+
+    pub(super) fn write(&mut self, refused: &Refused) -> Result<(), ClientError> {
+        let reasons = refused.reasons.join("; ");
+        let result = match (&mut self.out, &refused.row) {
+            (Out::Csv(w), Row::Cells(record)) => {
+                w.write_record(record.iter().chain([reasons.as_str()])).map_err(|e| e.to_string())
+            }
+            (Out::Lines(w), Row::Object(object)) => {
+                let mut object = object.clone();
+                if let Value::Object(o) = &mut object {
+                    o.insert(REASONS_COLUMN.to_string(), Value::from(refused.reasons.clone()));
+                }
+                writeln!(w, "{object}").map_err(|e| e.to_string())
+            }
+            _ => Err("a row of another file".to_string()),
+        };
+        result.map_err(|e| failed(&self.path, e))?;
+        self.written += 1;
+        Ok(())
+    }
+
+    pub(super) fn finish(self) -> Result<(), ClientError> {
+        let flushed = match self.out {
+            Out::Csv(mut w) => w.flush(),
+            Out::Lines(mut w) => w.flush(),
+        };
+        flushed.map_err(|e| failed(&self.path, e))
+    }
+}
