@@ -15,6 +15,7 @@ mod durability;
 mod errors;
 mod hardening;
 mod import;
+mod import_files;
 mod limits;
 mod members;
 mod resources;

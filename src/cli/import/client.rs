@@ -361,9 +361,10 @@ async fn plan(opts: &Options, client: &reqwest::Client, table: &Table) -> Result
 fn next_batch(table: &mut Table, plan: &Plan, size: usize, keep: bool) -> Option<Result<Batch, ClientError>> {
     let mut batch = Batch::default();
     while batch.rows.len() < size {
-        let (line, row) = match table.next_row()? {
-            Ok(r) => r,
-            Err(e) => return Some(Err(e)),
+        let (line, row) = match table.next_row() {
+            None => break,
+            Some(Ok(r)) => r,
+            Some(Err(e)) => return Some(Err(e)),
         };
         let converted = match &row {
             Row::Object(v) => Ok(v.clone()),
@@ -384,7 +385,7 @@ fn next_batch(table: &mut Table, plan: &Plan, size: usize, keep: bool) -> Option
             break;
         }
     }
-    Some(Ok(batch))
+    (!batch.lines.is_empty() || !batch.refused.is_empty()).then_some(Ok(batch))
 }
 
 /// Runs an import to the end, or to the first batch that cannot go in.

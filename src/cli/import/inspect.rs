@@ -73,7 +73,7 @@ pub(super) fn run(a: InspectArgs) -> Result<(), ClientError> {
         "refused": findings.refused.iter().map(|(line, r)| json!({"line": line, "reasons": r})).collect::<Vec<_>>(),
     });
     if let Some(path) = &a.write_mapping {
-        let text = starting_mapping(&table, &plan, &fields, &findings, &columns);
+        let text = starting_mapping(&table, &plan, &fields, &findings);
         std::fs::write(path, text)
             .map_err(|e| ClientError::BadInput(format!("cannot write {}: {e}", path.display())))?;
     }
@@ -200,7 +200,7 @@ fn rules(c: &Conversion) -> Value {
 
 /// A field for a column no rule names, from its name in a few languages old systems use.
 fn guess(fields: &Fields, header: &str) -> Option<String> {
-    const NAMES: [(&str, &[&str]); 21] = [
+    const NAMES: [(&str, &[&str]); 24] = [
         (
             "member_legacy_id",
             &[
@@ -231,7 +231,10 @@ fn guess(fields: &Fields, header: &str) -> Option<String> {
         ("status", &["status", "state", "zustand"]),
         ("access_card", &["accesscard", "card", "cardnumber", "karte", "kartennummer", "chip"]),
         ("name", &["name", "title", "bezeichnung", "titel"]),
-        ("description", &["description", "beschreibung", "notes", "notiz"]),
+        ("description", &["description", "beschreibung", "notes", "notiz", "text"]),
+        ("quantity", &["quantity", "qty", "menge", "anzahl"]),
+        ("payment_status", &["paymentstatus", "payment", "zahlung", "zahlstatus"]),
+        ("purchased_at", &["purchasedat", "date", "datum", "zeitpunkt", "verkauft"]),
         ("price", &["price", "preis", "betrag", "amount", "beitrag"]),
         ("total", &["total", "summe", "gesamt", "betrag", "amount"]),
         ("starts_on", &["starts", "start", "startdate", "beginn", "von", "from"]),
@@ -254,49 +257,56 @@ fn toml_string(s: &str) -> String {
 
 /// A mapping file to start from: every column, its field or `-`, the detected formats, and a value
 /// map to fill in where a column's values are not the field's.
-fn starting_mapping(table: &Table, plan: &Plan, fields: &Fields, f: &Findings, columns: &[Value]) -> String {
+fn starting_mapping(table: &Table, plan: &Plan, fields: &Fields, f: &Findings) -> String {
+    let targets: Vec<Option<String>> = plan
+        .headers
+        .iter()
+        .zip(&plan.targets)
+        .map(|(header, target)| match target {
+            Target::Field { path, .. } => Some(path.join(".")),
+            Target::Dropped => None,
+            Target::Unknown => guess(fields, header),
+        })
+        .collect();
+    let kinds: Vec<Option<Kind>> = targets
+        .iter()
+        .map(|t| t.as_ref().and_then(|t| leaf(fields, &t.split('.').map(str::to_string).collect::<Vec<_>>())))
+        .collect();
     let mut out =
         format!("# A mapping for {}: edit it, then `gymapi import --mapping THIS_FILE ...`.\n", table.path.display());
     if let super::source::Layout::Csv { encoding, delimiter, .. } = &table.layout {
         let _ = writeln!(out, "encoding = {}", toml_string(encoding));
         let _ = writeln!(out, "delimiter = {}", toml_string(delimiter_name(*delimiter).trim_matches('\'')));
     }
-    let formats: BTreeSet<String> = columns
+    let formats: BTreeSet<String> = kinds
         .iter()
-        .filter_map(|c| c["detected_date_formats"].as_array())
-        .filter_map(|a| a.first())
-        .filter_map(|v| v.as_str().map(str::to_string))
+        .zip(&f.values)
+        .filter_map(|(k, v)| k.as_ref().and_then(|k| detect_formats(k, v).into_iter().next()))
         .collect();
     if !formats.is_empty() {
         let list: Vec<String> = formats.iter().map(|s| toml_string(s)).collect();
         let _ = writeln!(out, "date_formats = [{}]", list.join(", "));
     }
-    let money = plan.targets.iter().zip(&f.values).any(|(t, v)| {
-        matches!(t, Target::Field { conversion, .. } if conversion.kind == Kind::Money)
-            && v.iter().any(|x| x.contains(','))
-    });
-    let _ = writeln!(out, "{}decimal_separator = \"{}\"", if money { "" } else { "# " }, if money { "," } else { "." });
+    let comma = kinds
+        .iter()
+        .zip(&f.values)
+        .any(|(k, v)| *k == Some(Kind::Money) && v.iter().any(|x| x.rfind(',') > x.rfind('.')));
+    let _ = writeln!(out, "decimal_separator = \"{}\"", if comma { "," } else { "." });
     let _ = writeln!(out, "# currency = \"EUR\"    # money columns without a currency of their own");
     let _ =
         writeln!(out, "# time_zone = \"Europe/Berlin\"    # times without an offset; the gym's own zone when left out");
     let _ = writeln!(out, "\n[{}.columns]", plan.entity.name());
     for (i, header) in plan.headers.iter().enumerate() {
-        let field = match &plan.targets[i] {
-            Target::Field { path, .. } => Some(path.join(".")),
-            Target::Dropped => None,
-            Target::Unknown => guess(fields, header),
-        };
-        let _ = writeln!(out, "{}", column_line(header, field.as_deref(), fields, &f.values[i]));
+        let _ = writeln!(out, "{}", column_line(header, targets[i].as_deref(), kinds[i].as_ref(), &f.values[i]));
     }
     out
 }
 
-fn column_line(header: &str, field: Option<&str>, fields: &Fields, values: &[String]) -> String {
+fn column_line(header: &str, field: Option<&str>, kind: Option<&Kind>, values: &[String]) -> String {
     let key = toml_string(header);
     let Some(field) = field else {
         return format!("{key} = \"-\"    # no field found; name one, or leave the column out with \"-\"");
     };
-    let kind = leaf(fields, &field.split('.').map(str::to_string).collect::<Vec<_>>());
     if let Some(Kind::Enum(allowed)) = kind {
         let odd: BTreeSet<&str> =
             values.iter().map(String::as_str).filter(|v| !allowed.iter().any(|a| a == v)).take(20).collect();

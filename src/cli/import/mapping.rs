@@ -397,10 +397,21 @@ fn check_rule(
     }
     conversion.values.clear();
     for (from, to) in &rule.values {
-        if let Err(e) = conversion.apply(to) {
-            problems
-                .add(&[at, &["values", from.as_str()]].concat(), format!("maps to a value {field} cannot take: {e}"));
+        let at = [at, &["values", from.as_str()]].concat();
+        if to.trim().is_empty() {
+            problems.add(&at, format!("maps to nothing: give the value {field} takes{}", allowed(&kind)));
+            continue;
         }
+        if let Err(e) = conversion.apply(to) {
+            problems.add(&at, format!("maps to a value {field} cannot take: {e}"));
+        }
+    }
+}
+
+fn allowed(kind: &Kind) -> String {
+    match kind {
+        Kind::Enum(values) => format!(" ({})", values.join(", ")),
+        _ => String::new(),
     }
 }
 

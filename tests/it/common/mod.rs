@@ -224,7 +224,12 @@ impl TestApp {
 
     /// A gym (API access on, subscription active) with a live key.
     pub async fn gym(&self, name: &str) -> Gym {
-        let gym = accounts::create_gym(&self.db, name, "UTC", true).await.unwrap();
+        self.gym_in(name, "UTC").await
+    }
+
+    /// A gym as [`TestApp::gym`], in the time zone `tz`.
+    pub async fn gym_in(&self, name: &str, tz: &str) -> Gym {
+        let gym = accounts::create_gym(&self.db, name, tz, true).await.unwrap();
         let key = accounts::create_key(&self.db, &Actor::Operator, gym.id, Environment::Live, "test").await.unwrap();
         Gym { id: gym.id, live_key: key.key, live_key_id: key.model.id }
     }
