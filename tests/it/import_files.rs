@@ -224,7 +224,7 @@ async fn inspect_says_what_it_found() {
         (
             f.join("pipe/members.csv"),
             vec![],
-            &["encoding UTF-8 (detected)", "delimiter '|' (detected)", "refused before sending: 0 rows"],
+            &["encoding UTF-8 (detected)", "delimiter '|' (detected)", "rows refused before sending: 0"],
         ),
         (
             f.join("europe/Export.xlsx"),

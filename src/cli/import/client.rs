@@ -396,7 +396,8 @@ pub(super) async fn run(opts: Options) -> Result<Summary, ClientError> {
     let client = http_client()?;
     let mut table = Table::open(&opts.file, &opts.read)?;
     let plan = plan(&opts, &client, &table).await?;
-    let total = Table::count_rows(&opts.file, &opts.read)?;
+    // A first pass over the file, for the bar only.
+    let total = if opts.progress { Table::count_rows(&opts.file, &opts.read)? } else { 0 };
     let mut rejects = match &opts.rejects {
         Some(path) => Some(Rejects::create(path, &table.headers, &table.layout)?),
         None => None,

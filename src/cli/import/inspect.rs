@@ -122,26 +122,30 @@ fn read_all(table: &mut Table, plan: &Plan, sample: usize) -> Result<Findings, C
     Ok(f)
 }
 
-/// The formats every value of a date or time column parses with.
+/// The formats that read the most values of a date or time column (at least half of them: a few
+/// bad dates do not hide the format of the rest).
 fn detect_formats(kind: &Kind, values: &[String]) -> Vec<String> {
     let candidates: Vec<String> = match kind {
         Kind::Date => DATE_FORMATS.iter().map(|f| f.to_string()).collect(),
         Kind::DateTime => DATE_FORMATS.iter().flat_map(|d| TIME_PARTS.map(|t| format!("{d}{t}"))).collect(),
         _ => return Vec::new(),
     };
-    if values.is_empty() {
-        return Vec::new();
-    }
-    candidates
-        .into_iter()
-        .filter(|format| {
-            values.iter().all(|v| {
+    let reads = |format: &str| {
+        values
+            .iter()
+            .filter(|v| {
                 chrono::NaiveDateTime::parse_from_str(v, format).is_ok()
                     || chrono::NaiveDate::parse_from_str(v, format).is_ok()
                     || chrono::DateTime::parse_from_rfc3339(v).is_ok()
             })
-        })
-        .collect()
+            .count()
+    };
+    let counted: Vec<(String, usize)> = candidates.into_iter().map(|f| (f.clone(), reads(&f))).collect();
+    let best = counted.iter().map(|(_, n)| *n).max().unwrap_or(0);
+    if best == 0 || best * 2 < values.len() {
+        return Vec::new();
+    }
+    counted.into_iter().filter(|(_, n)| *n == best).map(|(f, _)| f).collect()
 }
 
 fn column(plan: &Plan, fields: &Fields, findings: &Findings, i: usize) -> Value {
@@ -366,7 +370,7 @@ fn human(r: &Value, written: Option<&PathBuf>) -> String {
     for s in r["sample"].as_array().into_iter().flatten() {
         let _ = writeln!(out, "  line {}: {}", s["line"], s["row"]);
     }
-    let _ = writeln!(out, "refused before sending: {} rows", r["refused_locally"]);
+    let _ = writeln!(out, "rows refused before sending: {}", r["refused_locally"]);
     for s in r["refused"].as_array().into_iter().flatten() {
         let reasons: Vec<&str> = s["reasons"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
         let _ = writeln!(out, "  line {}: {}", s["line"], reasons.join("; "));

@@ -4,7 +4,7 @@
 
 use std::{
     fs::File,
-    io::{BufRead, BufReader},
+    io::{BufRead, BufReader, Read},
     path::{Path, PathBuf},
 };
 
@@ -66,11 +66,11 @@ pub(super) fn delimiter_name(d: u8) -> String {
 }
 
 enum Body {
-    /// The decoded file, read whole: line numbers come from byte offsets (the csv crate's own
-    /// count is off by one on CRLF files, which most spreadsheet exports are).
+    /// The file as UTF-8, streamed: line numbers come from the offsets of its newlines (the csv
+    /// crate's own count is off by one on CRLF files, which most spreadsheet exports are).
     Csv {
-        reader: csv::Reader<std::io::Cursor<Vec<u8>>>,
-        scanned: usize,
+        reader: csv::Reader<Counting>,
+        newlines: Newlines,
         line: u64,
         skip: Option<usize>,
     },
@@ -139,13 +139,13 @@ impl Table {
         match &mut self.body {
             Body::Lines { lines, line } => next_object(lines, line),
             Body::Sheet { rows } => rows.next().map(|(line, record)| Ok((line, Row::Cells(record)))),
-            Body::Csv { reader, scanned, line, skip } => {
+            Body::Csv { reader, newlines, line, skip } => {
                 let mut record = csv::StringRecord::new();
                 match reader.read_record(&mut record) {
                     Ok(false) => None,
                     Err(e) => Some(Err(ClientError::BadInput(format!("{}: {e}", self.path.display())))),
                     Ok(true) => {
-                        advance_line(reader.get_ref().get_ref(), &record, scanned, line);
+                        *line = 1 + newlines.before(record.position().map_or(0, csv::Position::byte));
                         if let Some(i) = *skip {
                             record = record.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, c)| c).collect();
                         }
@@ -200,54 +200,157 @@ fn next_object(lines: &mut std::io::Lines<BufReader<File>>, line: &mut u64) -> O
     }
 }
 
-/// Moves `line` to the line the record starts on.
-fn advance_line(data: &[u8], record: &csv::StringRecord, scanned: &mut usize, line: &mut u64) {
-    let mut start = record.position().map_or(*scanned, |p| usize::try_from(p.byte()).unwrap_or(*scanned));
-    // After a CRLF the reported start is the LF; the record begins past it.
-    while data.get(start).is_some_and(|b| matches!(b, b'\r' | b'\n')) {
-        start += 1;
-    }
-    if let Some(skipped) = data.get(*scanned..start) {
-        *line += memchr::memchr_iter(b'\n', skipped).count() as u64;
-        *scanned = start;
+/// The offsets of the newlines read ahead of the csv reader, and how many it has passed.
+#[derive(Clone, Default)]
+pub(super) struct Newlines(std::sync::Arc<std::sync::Mutex<(std::collections::VecDeque<u64>, u64)>>);
+
+impl Newlines {
+    /// Newlines before the record that starts at `offset` (after a CRLF the csv reader reports
+    /// the record at the LF, which belongs to the line before).
+    fn before(&self, offset: u64) -> u64 {
+        let Ok(mut guard) = self.0.lock() else { return 0 };
+        let (pending, passed) = &mut *guard;
+        while pending.front().is_some_and(|&n| n <= offset) {
+            pending.pop_front();
+            *passed += 1;
+        }
+        *passed
     }
 }
 
-/// The text of a file: a byte-order mark decides, then UTF-8 if the bytes are valid UTF-8, else
-/// Windows-1252 (what spreadsheet programs write on Windows; it also reads ISO-8859-1).
-pub(super) fn decode(
-    bytes: Vec<u8>,
-    given: Option<&'static Encoding>,
-) -> Result<(Vec<u8>, &'static Encoding, bool), String> {
-    if let Some(encoding) = given {
-        let (text, had_errors) = encoding.decode_with_bom_removal(&bytes);
-        if had_errors {
-            return Err(format!("the file is not valid {}", encoding.name()));
+/// A reader that notes where its newlines are.
+pub(super) struct Counting {
+    inner: Box<dyn Read>,
+    offset: u64,
+    newlines: Newlines,
+}
+
+impl Read for Counting {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Ok(mut guard) = self.newlines.0.lock() {
+            guard.0.extend(memchr::memchr_iter(b'\n', &buf[..n]).map(|i| self.offset + i as u64));
         }
-        return Ok((text.into_owned().into_bytes(), encoding, false));
+        self.offset += n as u64;
+        Ok(n)
     }
-    if let Some((encoding, bom)) = Encoding::for_bom(&bytes) {
-        if encoding == encoding_rs::UTF_8 {
-            let mut bytes = bytes;
-            bytes.drain(..bom);
-            return match String::from_utf8(bytes) {
-                Ok(text) => Ok((text.into_bytes(), encoding, true)),
-                Err(e) => Err(format!("the file starts as UTF-8 but is not: {}", e.utf8_error())),
-            };
+}
+
+/// Turns a file in another encoding into UTF-8 as it is read; a byte sequence the encoding does not
+/// have is an error, not a replacement character.
+struct Decoding {
+    inner: File,
+    decoder: encoding_rs::Decoder,
+    input: Vec<u8>,
+    start: usize,
+    end: usize,
+    eof: bool,
+}
+
+impl Read for Decoding {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        use encoding_rs::DecoderResult;
+        loop {
+            if self.start == self.end && !self.eof {
+                self.end = self.inner.read(&mut self.input)?;
+                self.start = 0;
+                self.eof = self.end == 0;
+            }
+            let (result, read, written) =
+                self.decoder.decode_to_utf8_without_replacement(&self.input[self.start..self.end], out, self.eof);
+            self.start += read;
+            match result {
+                DecoderResult::Malformed(..) => {
+                    return Err(std::io::Error::other(format!(
+                        "the file is not valid {}",
+                        self.decoder.encoding().name()
+                    )));
+                }
+                DecoderResult::OutputFull if written == 0 => {
+                    return Err(std::io::Error::other("a read too small to decode into"));
+                }
+                DecoderResult::InputEmpty if written == 0 && !self.eof => continue,
+                _ => return Ok(written),
+            }
         }
-        let (text, had_errors) = encoding.decode_with_bom_removal(&bytes);
-        if had_errors {
-            return Err(format!("the file starts as {} but is not", encoding.name()));
-        }
-        return Ok((text.into_owned().into_bytes(), encoding, true));
     }
-    match String::from_utf8(bytes) {
-        Ok(text) => Ok((text.into_bytes(), encoding_rs::UTF_8, true)),
-        Err(e) => {
-            let (text, _) = encoding_rs::WINDOWS_1252.decode_without_bom_handling(e.as_bytes());
-            Ok((text.into_owned().into_bytes(), encoding_rs::WINDOWS_1252, true))
+}
+
+/// Whether the whole file is UTF-8, read in chunks.
+fn is_utf8(path: &Path) -> std::io::Result<bool> {
+    let mut file = File::open(path)?;
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut carried = 0;
+    loop {
+        let n = file.read(&mut buf[carried..])?;
+        let filled = carried + n;
+        match std::str::from_utf8(&buf[..filled]) {
+            Ok(_) => carried = 0,
+            // A character cut by the chunk's end: keep its bytes for the next chunk.
+            Err(e) if e.error_len().is_none() && n > 0 => {
+                let valid = e.valid_up_to();
+                buf.copy_within(valid..filled, 0);
+                carried = filled - valid;
+            }
+            Err(_) => return Ok(false),
+        }
+        if n == 0 {
+            return Ok(carried == 0);
         }
     }
+}
+
+/// The encoding of a file: a byte-order mark decides, then UTF-8 if every byte sequence is valid
+/// UTF-8, else Windows-1252 (what spreadsheet programs write on Windows; it also reads ISO-8859-1).
+/// Also says whether it was detected, and whether the file was found to be valid UTF-8.
+fn sniff_encoding(path: &Path, given: Option<&'static Encoding>) -> std::io::Result<(&'static Encoding, bool, bool)> {
+    if let Some(e) = given {
+        return Ok((e, false, false));
+    }
+    let mut head = [0u8; 3];
+    let mut file = File::open(path)?;
+    let mut n = 0;
+    while n < head.len() {
+        match file.read(&mut head[n..])? {
+            0 => break,
+            m => n += m,
+        }
+    }
+    if let Some((encoding, _)) = Encoding::for_bom(&head[..n]) {
+        return Ok((encoding, true, false));
+    }
+    let utf8 = is_utf8(path)?;
+    Ok((if utf8 { encoding_rs::UTF_8 } else { encoding_rs::WINDOWS_1252 }, true, utf8))
+}
+
+/// The file as UTF-8 without a byte-order mark; `checked`: the file is known to be valid UTF-8 (a
+/// UTF-8 file is then read as it is, else through a decoder that refuses what is not).
+fn text_reader(path: &Path, encoding: &'static Encoding, checked: bool) -> std::io::Result<Box<dyn Read>> {
+    let mut file = File::open(path)?;
+    if encoding == encoding_rs::UTF_8 && checked {
+        let mut head = [0u8; 3];
+        let n = file.read(&mut head)?;
+        if head[..n] != [0xEF, 0xBB, 0xBF] {
+            use std::io::Seek;
+            file.seek(std::io::SeekFrom::Start(0))?;
+        }
+        return Ok(Box::new(BufReader::with_capacity(64 * 1024, file)));
+    }
+    Ok(Box::new(Decoding {
+        inner: file,
+        decoder: encoding.new_decoder_with_bom_removal(),
+        input: vec![0; 64 * 1024],
+        start: 0,
+        end: 0,
+        eof: false,
+    }))
+}
+
+/// The first 64 KiB of the file as UTF-8, for finding its delimiter.
+fn head_of(path: &Path, encoding: &'static Encoding, checked: bool) -> std::io::Result<Vec<u8>> {
+    let mut head = Vec::with_capacity(64 * 1024);
+    text_reader(path, encoding, checked)?.take(64 * 1024).read_to_end(&mut head)?;
+    Ok(head)
 }
 
 /// The delimiter of the first lines: the candidate found on the header that most lines have as
@@ -291,15 +394,16 @@ fn quoted_lines(data: &[u8], max: usize) -> Vec<Vec<u8>> {
 }
 
 fn open_csv(path: &Path, opts: &ReadOptions) -> Result<Table, ClientError> {
-    let bytes = std::fs::read(path).map_err(|e| cannot_read(path, e))?;
-    let (data, encoding, encoding_detected) =
-        decode(bytes, opts.encoding).map_err(|e| ClientError::BadInput(format!("{}: {e}", path.display())))?;
+    let (encoding, encoding_detected, checked) =
+        sniff_encoding(path, opts.encoding).map_err(|e| cannot_read(path, e))?;
     let (delimiter, delimiter_detected) = match opts.delimiter {
         Some(d) => (d, false),
-        None => (detect_delimiter(&data), true),
+        None => (detect_delimiter(&head_of(path, encoding, checked).map_err(|e| cannot_read(path, e))?), true),
     };
-    let mut reader =
-        csv::ReaderBuilder::new().delimiter(delimiter).flexible(false).from_reader(std::io::Cursor::new(data));
+    let newlines = Newlines::default();
+    let text = text_reader(path, encoding, checked).map_err(|e| cannot_read(path, e))?;
+    let counting = Counting { inner: text, offset: 0, newlines: newlines.clone() };
+    let mut reader = csv::ReaderBuilder::new().delimiter(delimiter).flexible(false).from_reader(counting);
     let header = reader.headers().map_err(|e| ClientError::BadInput(format!("{}: {e}", path.display())))?;
     let mut headers: Vec<String> = header.iter().map(|h| h.trim().to_string()).collect();
     let skip = headers.iter().position(|h| h == REASONS_COLUMN);
@@ -310,7 +414,7 @@ fn open_csv(path: &Path, opts: &ReadOptions) -> Result<Table, ClientError> {
         path: path.to_path_buf(),
         layout: Layout::Csv { encoding: encoding.name(), encoding_detected, delimiter, delimiter_detected },
         headers,
-        body: Body::Csv { reader, scanned: 0, line: 1, skip },
+        body: Body::Csv { reader, newlines, line: 1, skip },
     })
 }
 
@@ -390,16 +494,39 @@ mod tests {
         assert_eq!(detect_delimiter(b"only\n1\n"), b',');
     }
 
+    fn read_as_text(bytes: &[u8], given: Option<&'static Encoding>) -> Result<(String, &'static str), String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let path = dir.path().join("f.csv");
+        std::fs::write(&path, bytes).map_err(|e| e.to_string())?;
+        let (encoding, _, checked) = sniff_encoding(&path, given).map_err(|e| e.to_string())?;
+        let mut text = String::new();
+        text_reader(&path, encoding, checked)
+            .and_then(|mut r| r.read_to_string(&mut text))
+            .map_err(|e| e.to_string())?;
+        Ok((text, encoding.name()))
+    }
+
     #[test]
     fn encodings_are_told_apart() {
-        let latin = b"J\xfcrgen".to_vec();
-        let (text, enc, detected) = decode(latin, None).unwrap();
-        assert_eq!((String::from_utf8(text).unwrap().as_str(), enc.name(), detected), ("Jürgen", "windows-1252", true));
+        assert_eq!(read_as_text(b"J\xfcrgen", None), Ok(("Jürgen".into(), "windows-1252")));
         let bom = [&[0xEF, 0xBB, 0xBF][..], "Jürgen".as_bytes()].concat();
-        assert_eq!(decode(bom, None).unwrap().0, "Jürgen".as_bytes());
-        let utf16: Vec<u8> = [0xFF, 0xFE].into_iter().chain("Jü".encode_utf16().flat_map(u16::to_le_bytes)).collect();
-        let (text, enc, _) = decode(utf16, None).unwrap();
-        assert_eq!((text.as_slice(), enc.name()), ("Jü".as_bytes(), "UTF-16LE"));
-        assert!(decode(b"\xff\xfe\x00".to_vec(), Some(encoding_rs::UTF_8)).is_err());
+        assert_eq!(read_as_text(&bom, None), Ok(("Jürgen".into(), "UTF-8")));
+        let utf16: Vec<u8> = [0xFF, 0xFE].into_iter().chain("Jü\n".encode_utf16().flat_map(u16::to_le_bytes)).collect();
+        assert_eq!(read_as_text(&utf16, None), Ok(("Jü\n".into(), "UTF-16LE")));
+        assert!(read_as_text(b"ok \xff", Some(encoding_rs::UTF_8)).unwrap_err().contains("not valid UTF-8"));
+        // A character cut by the validator's chunk boundary is still UTF-8.
+        let long = "ü".repeat(200_000);
+        assert_eq!(read_as_text(long.as_bytes(), None).map(|(_, e)| e), Ok("UTF-8"));
+    }
+
+    #[test]
+    fn lines_count_newlines_before_the_record() {
+        let newlines = Newlines::default();
+        if let Ok(mut g) = newlines.0.lock() {
+            g.0.extend([5, 11, 20]);
+        }
+        assert_eq!(newlines.before(6), 1);
+        assert_eq!(newlines.before(11), 2, "a record reported at the LF of a CRLF");
+        assert_eq!(newlines.before(30), 3);
     }
 }
