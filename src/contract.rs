@@ -547,7 +547,11 @@ fn label<'a>(labels: &'a [String], name: &str) -> Option<&'a String> {
     labels.get(name.strip_prefix('s')?.parse::<usize>().ok()?)
 }
 
-/// OpenAPI 3.0 schema → JSON Schema: `nullable: true` becomes a type union with `null`.
+const EXTENSIBLE: &str = "x-extensible-enum";
+
+/// OpenAPI 3.0 schema → the JSON Schema requests are checked with: `nullable: true` becomes a
+/// type union with `null`, `x-extensible-enum` an `enum`, and an object refuses fields it does not
+/// name.
 pub fn to_json_schema(v: Value) -> Value {
     match v {
         Value::Object(m) => {
@@ -564,14 +568,20 @@ pub fn to_json_schema(v: Value) -> Value {
                             }
                             other => other,
                         }
-                    } else if k == "enum" || k == "required" || k == "default" {
+                    } else if k == "enum" || k == "required" || k == "default" || k == EXTENSIBLE {
                         v
                     } else {
                         to_json_schema(v)
                     };
-                    (k, v)
+                    // The values the service knows: what it accepts (it may send more later).
+                    (if k == EXTENSIBLE { "enum".to_string() } else { k }, v)
                 })
                 .collect();
+            // Requests are closed: a field the schema does not name is refused. The document
+            // leaves response objects open, so that a field added later breaks no client.
+            if out.contains_key("properties") && !out.contains_key("additionalProperties") {
+                out.insert("additionalProperties".into(), Value::Bool(false));
+            }
             if nullable {
                 if let Some(Value::String(t)) = out.get("type").cloned() {
                     out.insert("type".into(), json!([t, "null"]));

@@ -28,14 +28,31 @@ mod tests;
 /// The Rust source of the layer `document` (YAML or JSON) describes, formatted; or what in the
 /// document it cannot generate, with the spot.
 pub fn generate(document: &str) -> Result<String, String> {
-    let doc: OpenAPI =
+    let mut doc: serde_json::Value =
         serde_yaml_ng::from_str(document).map_err(|e| format!("not a valid OpenAPI 3.0 document: {e}"))?;
+    known_values(&mut doc);
+    let doc: OpenAPI = serde_json::from_value(doc).map_err(|e| format!("not a valid OpenAPI 3.0 document: {e}"))?;
     let tokens = Generator::new(&doc).run()?;
     let file: syn::File = syn::parse2(tokens).map_err(|e| format!("the generated code does not parse: {e}"))?;
     Ok(prettyplease::unparse(&file))
 }
 
 type GenResult<T> = Result<T, String>;
+
+/// An `x-extensible-enum` lists the values the service knows today (a client must expect others
+/// later): the service's own types are the closed enum of those values.
+fn known_values(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            if let Some(values) = m.remove("x-extensible-enum") {
+                m.insert("enum".into(), values);
+            }
+            m.values_mut().for_each(known_values);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(known_values),
+        _ => {}
+    }
+}
 
 struct Generator<'a> {
     doc: &'a OpenAPI,

@@ -29,7 +29,8 @@ fn shape(doc: &Value, schema: &Value, depth: usize) -> Value {
             out.insert(key.into(), v.clone());
         }
     }
-    if let Some(Value::Array(values)) = schema.get("enum") {
+    // The document's open enums (`x-extensible-enum`) are the service's closed ones.
+    if let Some(Value::Array(values)) = schema.get("enum").or_else(|| schema.get("x-extensible-enum")) {
         let mut v: Vec<String> = values.iter().map(|x| x.to_string()).collect();
         v.sort();
         out.insert("enum".into(), json!(v));
@@ -266,4 +267,68 @@ async fn the_document_is_served_to_keys_and_printed_by_the_cli() {
     );
     let anonymous = app.client.get(format!("{}/api/v1/openapi.yaml", app.address)).send().await.unwrap();
     assert_eq!(anonymous.status(), 401);
+}
+
+/// The schemas a part of the document reaches, by name.
+fn reached(doc: &Value, node: &Value, out: &mut std::collections::BTreeSet<String>) {
+    match node {
+        Value::Object(m) => {
+            if let Some(name) =
+                m.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/components/schemas/"))
+            {
+                if out.insert(name.to_string()) {
+                    reached(doc, &doc["components"]["schemas"][name], out);
+                }
+            }
+            m.values().for_each(|v| reached(doc, v, out));
+        }
+        Value::Array(items) => items.iter().for_each(|v| reached(doc, v, out)),
+        _ => {}
+    }
+}
+
+/// A field or an enum value added later must not break a client: no schema a response reaches
+/// forbids other properties, and every named enum is open (`x-extensible-enum`). Requests stay
+/// closed: an unknown field, nested ones included, is a 422 naming it.
+#[tokio::test]
+async fn responses_may_grow_and_requests_stay_closed() {
+    let doc = oracle().doc();
+    let (mut requests, mut responses) = Default::default();
+    for item in doc["paths"].as_object().unwrap().values() {
+        for op in item.as_object().unwrap().values() {
+            reached(doc, &op["requestBody"], &mut requests);
+            reached(doc, &op["responses"], &mut responses);
+        }
+    }
+    reached(doc, &doc["components"]["responses"], &mut responses);
+    for name in &responses {
+        let schema = &doc["components"]["schemas"][name];
+        assert_ne!(schema["additionalProperties"], json!(false), "{name} is in a response and closed");
+        assert!(schema.get("enum").is_none(), "{name} is a closed enum: make it x-extensible-enum");
+    }
+    for name in requests.difference(&responses) {
+        let schema = &doc["components"]["schemas"][name];
+        if schema["type"] == "object" {
+            assert_eq!(schema["additionalProperties"], json!(false), "{name} is a request body and open");
+        }
+    }
+
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Closed").await;
+    let plan = json!({"rows": [{"legacy_id": "P-1", "kind": "membership", "name": "Ten", "price": {"amount": 100, "currency": "EUR", "cents": 1}, "shade": "blue"}]});
+    let r = app.post(&gym.live_key, "/import/plans", plan).await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert_eq!(r.body["errors"]["rows.0.price.cents"], json!(["The cents field is not allowed."]), "{}", r.body);
+    assert_eq!(r.body["errors"]["rows.0.shade"], json!(["The shade field is not allowed."]), "{}", r.body);
+    let r = app.get(&gym.live_key, "/members?status=frozen").await;
+    assert_eq!(r.status, 422, "an open enum still takes only the values known today: {}", r.body);
+}
+
+/// `info.version` moves with the document, and CHANGELOG.md says what moved.
+#[tokio::test]
+async fn the_changelog_names_the_documents_version() {
+    let version = oracle().doc()["info"]["version"].as_str().unwrap().to_string();
+    let changelog = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/CHANGELOG.md")).unwrap();
+    let newest = changelog.lines().find(|l| l.starts_with("## ")).unwrap_or_default();
+    assert!(newest.starts_with(&format!("## {version} ")), "CHANGELOG.md's newest entry {newest:?} is not {version}");
 }

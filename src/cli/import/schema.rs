@@ -84,7 +84,7 @@ fn kind_of(doc: &Value, schema: &Value) -> Kind {
         return Kind::Money;
     }
     let s = resolve(doc, schema);
-    let values = s.get("enum").and_then(Value::as_array);
+    let values = s.get("enum").or_else(|| s.get("x-extensible-enum")).and_then(Value::as_array);
     match (s.get("type").and_then(Value::as_str), s.get("format").and_then(Value::as_str)) {
         (Some("integer"), _) => Kind::Integer,
         (Some("number"), _) => Kind::Number,

@@ -29,10 +29,19 @@ fn openapi_to_json_schema(v: &Value) -> Value {
                     "enum" | "required" | "default" => {
                         out.insert(k.clone(), val.clone());
                     }
+                    // The values known today: the service sends no other (a client must expect more).
+                    "x-extensible-enum" => {
+                        out.insert("enum".into(), val.clone());
+                    }
                     _ => {
                         out.insert(k.clone(), openapi_to_json_schema(val));
                     }
                 }
+            }
+            // The service sends exactly the documented fields, though the document leaves
+            // response objects open for fields added later.
+            if out.contains_key("properties") && !out.contains_key("additionalProperties") {
+                out.insert("additionalProperties".into(), Value::Bool(false));
             }
             if m.get("nullable") == Some(&Value::Bool(true)) {
                 if let Some(Value::String(t)) = out.get("type").cloned() {
