@@ -198,9 +198,10 @@ impl ResponseError for ApiError {
             tracing::error!(error = format!("{err:#}"), "internal error");
         }
         let mut response = match self {
-            Self::Validation(errors) => {
-                json_response(self.status(), &json!({ "message": errors.summary(), "errors": errors.0 }))
-            }
+            Self::Validation(errors) => json_response(
+                self.status(),
+                &json!({ "type": "validation_failed", "message": errors.summary(), "errors": errors.0 }),
+            ),
             _ => error_response(self.status(), self.kind(), &self.message()),
         };
         match self {

@@ -510,9 +510,8 @@ impl<'a> Generator<'a> {
             has_422 |= code == 422;
             variants.push(quote! { #[doc = #doc] #[oai(status = #code)] #variant(crate::types::wire::Json<#ty>) });
         }
-        if op.responses.default.is_some() {
-            return Err(format!("{pointer}.responses.default is not supported; list every status"));
-        }
+        // `default` documents for clients what the server's edge answers on any operation (405,
+        // 408, 413, 431, 503): no handler returns it, so it has no variant.
         Ok((variants, has_422))
     }
 

@@ -152,11 +152,6 @@ fn what_it_cannot_generate_is_refused_at_its_spot() {
         ),
         (
             THING.to_string(),
-            op(&format!("{ok}\ndefault:\n  description: any")),
-            "paths./things.get.responses.default is not supported",
-        ),
-        (
-            THING.to_string(),
             op(
                 "'418':\n  description: tea\n  content: {application/json: {schema: {$ref: '#/components/schemas/Thing'}}}",
             ),

@@ -13,7 +13,7 @@ use crate::errors::FieldErrors;
 /// poem-openapi's own parse failures as the device API's 422 body (see [`super`]).
 pub fn validation_error_from_parse(err: &poem::Error) -> ValidationError {
     let errors = FieldErrors::from_parse(err);
-    ValidationError { message: errors.summary(), errors: errors.0 }
+    ValidationError { r#type: ValidationErrorType::ValidationFailed, message: errors.summary(), errors: errors.0 }
 }
 
 /// The list envelope's parts are the integration API's, field for field.

@@ -90,7 +90,9 @@ fn operations(doc: &Value) -> BTreeMap<String, Value> {
                 json!({ "required": b.get("required").cloned().unwrap_or(json!(false)), "content": content(doc, &b["content"]) })
             });
             let mut responses = Map::new();
-            for (status, r) in op["responses"].as_object().unwrap() {
+            // `default` is the server edge's answer on any operation (405, 408, 503, ...), which no
+            // handler returns: the generated layer has no variant for it.
+            for (status, r) in op["responses"].as_object().unwrap().iter().filter(|(s, _)| *s != "default") {
                 let r = resolve(doc, r);
                 responses.insert(status.clone(), content(doc, r.get("content").unwrap_or(&Value::Null)));
             }
@@ -318,6 +320,7 @@ async fn responses_may_grow_and_requests_stay_closed() {
     let plan = json!({"rows": [{"legacy_id": "P-1", "kind": "membership", "name": "Ten", "price": {"amount": 100, "currency": "EUR", "cents": 1}, "shade": "blue"}]});
     let r = app.post(&gym.live_key, "/import/plans", plan).await;
     assert_eq!(r.status, 422, "{}", r.body);
+    assert_eq!(r.body["type"], "validation_failed", "every error body names its type");
     assert_eq!(r.body["errors"]["rows.0.price.cents"], json!(["The cents field is not allowed."]), "{}", r.body);
     assert_eq!(r.body["errors"]["rows.0.shade"], json!(["The shade field is not allowed."]), "{}", r.body);
     let r = app.get(&gym.live_key, "/members?status=frozen").await;
@@ -331,4 +334,24 @@ async fn the_changelog_names_the_documents_version() {
     let changelog = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/CHANGELOG.md")).unwrap();
     let newest = changelog.lines().find(|l| l.starts_with("## ")).unwrap_or_default();
     assert!(newest.starts_with(&format!("## {version} ")), "CHANGELOG.md's newest entry {newest:?} is not {version}");
+}
+
+/// Every operation of the integration API documents its `default` error response, and a 405
+/// answers the `Allow` header that response documents.
+#[tokio::test]
+async fn every_operation_documents_its_default_error() {
+    let doc = oracle().doc();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap().iter().filter(|(m, _)| *m != "parameters") {
+            assert!(op["responses"].get("default").is_some(), "{method} {path} does not document default");
+        }
+    }
+    let default = &doc["components"]["responses"]["UnexpectedError"];
+    assert!(default["headers"].get("Allow").is_some(), "the default response does not document Allow");
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Allow").await;
+    let r = app.request("DELETE", "/members", Some(&gym.live_key), None, &[]).await;
+    assert_eq!(r.status, 405, "{}", r.body);
+    assert_eq!(r.body["error"]["type"], "method_not_allowed");
+    assert_eq!(r.headers.get("allow").and_then(|v| v.to_str().ok()), Some("GET, POST"));
 }

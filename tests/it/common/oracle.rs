@@ -136,7 +136,12 @@ impl Oracle {
         let response = match self.operation(method, api_path) {
             Some((template, op)) => {
                 let id = op["operationId"].as_str().unwrap_or("?");
-                let r = op["responses"].get(status.to_string()).unwrap_or_else(|| {
+                // `default` covers the statuses its description names, no other.
+                let by_default = || match status {
+                    404 | 405 | 408 | 413 | 431 | 500 | 503 => op["responses"].get("default"),
+                    _ => None,
+                };
+                let r = op["responses"].get(status.to_string()).or_else(by_default).unwrap_or_else(|| {
                     panic!(
                         "{method} {api_path} ({id}): status {status} is not documented in openapi.yaml; body: {body}"
                     )
@@ -150,7 +155,7 @@ impl Oracle {
                     402 => "PaymentRequired",
                     403 => "Forbidden",
                     404 => "NotFound",
-                    405 if self.path_exists(api_path) => "MethodNotAllowed",
+                    405 if self.path_exists(api_path) => "UnexpectedError",
                     429 => "RateLimited",
                     _ => panic!("{method} {api_path}: no such operation, yet answered {status}: {body}"),
                 };
