@@ -20,8 +20,12 @@ pub struct Config {
     /// `GYMAPI_BIND`, default `127.0.0.1:8080`.
     pub bind: SocketAddr,
     /// `GYMAPI_PUBLIC_URL`: the absolute base of list links, e.g. `https://api.example.com`. When
-    /// unset, links are built from the request's `Host` (and `X-Forwarded-Proto`/`-Host`).
+    /// unset, links are relative (`/api/v1/members?page=2...`), or built from `X-Forwarded-Proto`
+    /// and `X-Forwarded-Host` (else `Host`) of a request that came through a trusted proxy.
     pub public_url: Option<String>,
+    /// `GYMAPI_TRUSTED_PROXIES`: addresses and networks (`10.0.0.0/8, ::1`) whose forwarding
+    /// headers are believed. None by default: a client's `Host` never reaches a link.
+    pub trusted_proxies: Vec<Network>,
     /// `GYMAPI_RATE_LIMIT_PER_MINUTE`, default 120.
     pub rate_limit_per_minute: u32,
     /// `GYMAPI_DEVICE_RATE_LIMIT_PER_MINUTE`, default 600: the device API's budget per key.
@@ -70,6 +74,7 @@ impl Default for Config {
             redis_timeout: Duration::from_millis(250),
             bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
             public_url: None,
+            trusted_proxies: Vec::new(),
             rate_limit_per_minute: 120,
             device_rate_limit_per_minute: 600,
             door_command_ttl: Duration::from_secs(30),
@@ -151,6 +156,16 @@ impl Config {
             c.bind = v.parse().with_context(|| format!("GYMAPI_BIND must be host:port, got {v:?}"))?;
         }
         c.public_url = var("GYMAPI_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_string());
+        if let Some(v) = var("GYMAPI_TRUSTED_PROXIES") {
+            c.trusted_proxies = v
+                .split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(|n| {
+                    n.parse().with_context(|| format!("GYMAPI_TRUSTED_PROXIES: {n:?} is not an address or a network"))
+                })
+                .collect::<anyhow::Result<_>>()?;
+        }
         if let Some(v) = var("GYMAPI_RATE_LIMIT_PER_MINUTE") {
             c.rate_limit_per_minute = positive("GYMAPI_RATE_LIMIT_PER_MINUTE", &v)?;
         }
@@ -199,5 +214,65 @@ impl Config {
             None => files.map_or(10_000, |n| n.saturating_sub(RESERVED_FILES).clamp(16, 10_000)),
         };
         Ok(c)
+    }
+}
+
+/// An address or a network (`10.0.0.0/8`, `2001:db8::/32`, `127.0.0.1`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Network {
+    addr: std::net::IpAddr,
+    prefix: u8,
+}
+
+impl std::str::FromStr for Network {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> anyhow::Result<Self> {
+        let (addr, prefix) = s.split_once('/').map_or((s, None), |(a, p)| (a, Some(p)));
+        let addr: std::net::IpAddr = addr.trim().parse()?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            Some(p) => p.trim().parse::<u8>().ok().filter(|p| *p <= max).context("the prefix is out of range")?,
+            None => max,
+        };
+        Ok(Self { addr, prefix })
+    }
+}
+
+impl Network {
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        let ip = match ip {
+            std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, std::net::IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.addr, ip) {
+            (std::net::IpAddr::V4(a), std::net::IpAddr::V4(b)) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
+                u32::from(a) & mask == u32::from(b) & mask
+            }
+            (std::net::IpAddr::V6(a), std::net::IpAddr::V6(b)) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(self.prefix)).unwrap_or(0);
+                u128::from(a) & mask == u128::from(b) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Network;
+
+    #[test]
+    fn networks_hold_their_addresses() {
+        let net: Network = "10.0.0.0/8".parse().unwrap();
+        assert!(net.contains("10.1.2.3".parse().unwrap()));
+        assert!(net.contains("::ffff:10.1.2.3".parse().unwrap()), "an IPv4 peer seen as IPv6");
+        assert!(!net.contains("11.0.0.1".parse().unwrap()));
+        let one: Network = "::1".parse().unwrap();
+        assert!(one.contains("::1".parse().unwrap()) && !one.contains("::2".parse().unwrap()));
+        let all: Network = "0.0.0.0/0".parse().unwrap();
+        assert!(all.contains("192.0.2.1".parse().unwrap()));
+        assert!("10.0.0.0/33".parse::<Network>().is_err() && "host".parse::<Network>().is_err());
     }
 }

@@ -144,5 +144,7 @@ fn meta(page: &Page) -> PaginationMeta {
         total: page.total,
         from: from.into(),
         to: to.into(),
+        next_page: page.next().into(),
+        as_of: crate::records::rfc3339(page.as_of),
     }
 }

@@ -223,11 +223,19 @@ fn truncate(s: &str, max: usize) -> &str {
     }
 }
 
-/// Absolute base of the family's API (`base`) for list links: `GYMAPI_PUBLIC_URL`, else what the
-/// client addressed.
+/// The base of the family's API (`base`) for list links: `GYMAPI_PUBLIC_URL`; else, for a request
+/// through a trusted proxy, what the proxy says the client addressed; else none, and the links are
+/// relative. A client's own `Host` never makes a link (it could be anything).
 fn base_url(config: &Config, req: &Request, base: &str) -> String {
     if let Some(u) = &config.public_url {
         return format!("{u}{base}");
+    }
+    let trusted = req
+        .remote_addr()
+        .as_socket_addr()
+        .is_some_and(|peer| config.trusted_proxies.iter().any(|n| n.contains(peer.ip())));
+    if !trusted {
+        return base.to_string();
     }
     let header = |name: &str| {
         req.headers()
@@ -238,7 +246,9 @@ fn base_url(config: &Config, req: &Request, base: &str) -> String {
     let proto = header("x-forwarded-proto").filter(|p| p == "https" || p == "http").unwrap_or_else(|| "http".into());
     let host = header("x-forwarded-host")
         .or_else(|| header("host"))
-        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b)))
-        .unwrap_or_else(|| config.bind.to_string());
-    format!("{proto}://{host}{base}")
+        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b)));
+    match host {
+        Some(host) => format!("{proto}://{host}{base}"),
+        None => base.to_string(),
+    }
 }

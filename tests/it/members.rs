@@ -337,16 +337,23 @@ async fn pages_past_the_end_are_empty_with_correct_meta() {
     }
     let r = app.get(&gym.live_key, "/members?per_page=2&page=9").await.body;
     assert_eq!(r["data"], json!([]));
+    let as_of = r["meta"]["as_of"].as_str().unwrap().to_string();
     assert_eq!(
         r["meta"],
-        json!({"current_page": 9, "last_page": 3, "per_page": 2, "total": 5, "from": null, "to": null})
+        json!({"current_page": 9, "last_page": 3, "per_page": 2, "total": 5, "from": null, "to": null, "next_page": null, "as_of": as_of})
     );
+    let first = app.get(&gym.live_key, "/members?per_page=2").await.body;
+    assert_eq!(first["meta"]["next_page"], 2);
     assert_eq!(r["links"]["next"], Value::Null);
     assert!(r["links"]["prev"].as_str().unwrap().contains("page=3"));
     let last = app.get(&gym.live_key, "/members?per_page=2&page=3").await.body;
     assert_eq!((last["meta"]["from"].clone(), last["meta"]["to"].clone()), (json!(5), json!(5)));
     let empty = app.get(&app.gym("Empty").await.live_key, "/members").await.body;
     assert_eq!(empty["meta"]["last_page"], 1);
+}
+
+fn ids_of(page: &Value) -> Vec<String> {
+    page["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap().to_string()).collect()
 }
 
 /// Following `links.next` visits every member exactly once, in order, even while members are
@@ -361,10 +368,11 @@ async fn walking_links_next_sees_each_member_exactly_once() {
         created.push(app.member(&gym.live_key, &format!("W{i}"), "Walker").await["id"].as_str().unwrap().to_string());
     }
     let mut seen = Vec::new();
-    let mut next = Some(format!("{}/api/v1/members?per_page=7", app.address));
+    let mut next = Some("/api/v1/members?per_page=7".to_string());
     let mut pages = 0;
     while let Some(url) = next {
-        let path = url.strip_prefix(&format!("{}/api/v1", app.address)).unwrap().to_string();
+        // No public URL is configured: links are relative to the host.
+        let path = url.strip_prefix("/api/v1").unwrap_or_else(|| panic!("not relative: {url}")).to_string();
         let page = app.get(&gym.live_key, &path).await.body;
         for m in page["data"].as_array().unwrap() {
             seen.push(m["id"].as_str().unwrap().to_string());
@@ -382,6 +390,21 @@ async fn walking_links_next_sees_each_member_exactly_once() {
     assert_eq!(unique.len(), n, "a member was seen twice or missed");
     created.reverse();
     assert_eq!(seen, created, "newest first, every member once");
+
+    // The same walk without a URL: `page = meta.next_page`, `as_of = meta.as_of`.
+    let first = app.get(&gym.live_key, "/members?per_page=50").await.body;
+    let as_of = first["meta"]["as_of"].as_str().unwrap().to_string();
+    let mut walked: Vec<String> = ids_of(&first);
+    let mut page = first["meta"]["next_page"].as_i64();
+    while let Some(p) = page {
+        let q = url::form_urlencoded::Serializer::new(String::new()).append_pair("as_of", &as_of).finish();
+        let body = app.get(&gym.live_key, &format!("/members?per_page=50&page={p}&{q}")).await.body;
+        assert_eq!(body["meta"]["as_of"], as_of.as_str(), "the walk keeps its moment");
+        walked.extend(ids_of(&body));
+        page = body["meta"]["next_page"].as_i64();
+    }
+    let late = walked.len() - n;
+    assert_eq!(walked[late..], created[..], "every member once, the late comers before them");
 
     // Pages past the middle are read from the oldest end and turned round: the same records, in
     // the same order, on either side of the middle. The late comers come first (newest).
@@ -619,4 +642,49 @@ async fn a_stored_status_outside_its_set_is_an_error_not_a_default() {
     assert_eq!(r.status(), 500);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["error"]["type"], "internal_error", "{body}");
+}
+
+/// A link is built from the configured public URL, or from what a trusted proxy forwards, or is
+/// relative: a client's `Host` or `X-Forwarded-Host` never puts its host into an answer.
+#[tokio::test]
+async fn links_never_take_the_clients_host() {
+    let forged =
+        [("host", "evil.example.com"), ("x-forwarded-host", "evil.example.com"), ("x-forwarded-proto", "https")];
+    let app = TestApp::spawn().await;
+    let key = app.gym("Relative").await.live_key;
+    assert!(first_link(&app, &key, &forged).await.starts_with("/api/v1/members?"), "relative without a public URL");
+
+    let app = TestApp::spawn_with(|c| c.trusted_proxies = vec!["10.0.0.0/8".parse().unwrap()]).await;
+    let key = app.gym("Untrusted").await.live_key;
+    assert!(
+        first_link(&app, &key, &forged).await.starts_with("/api/v1/members?"),
+        "this client is not a trusted proxy"
+    );
+
+    let app = TestApp::spawn_with(|c| c.public_url = Some("https://api.example.com".into())).await;
+    let key = app.gym("Public").await.live_key;
+    assert!(first_link(&app, &key, &forged).await.starts_with("https://api.example.com/api/v1/members?"));
+
+    let app = TestApp::spawn_with(|c| c.trusted_proxies = vec!["127.0.0.1".parse().unwrap()]).await;
+    let key = app.gym("Proxied").await.live_key;
+    let r = app
+        .request(
+            "GET",
+            "/members?per_page=1",
+            Some(&key),
+            None,
+            &[("x-forwarded-host", "api.example.com"), ("x-forwarded-proto", "https")],
+        )
+        .await;
+    assert!(
+        r.body["links"]["first"].as_str().unwrap().starts_with("https://api.example.com/api/v1/members?"),
+        "{}",
+        r.body
+    );
+}
+
+async fn first_link(app: &TestApp, key: &str, headers: &[(&str, &str)]) -> String {
+    let r = app.request("GET", "/members?per_page=1", Some(key), None, headers).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["links"]["first"].as_str().unwrap().to_string()
 }
