@@ -171,6 +171,9 @@ async fn route<E: Endpoint>(
         RouteMatch::Operation(op) => op,
     };
     let mut errors = op.validate_params(req.uri().query(), req.headers());
+    if !op.has_body() && carries_body(req.headers()) {
+        errors.add("body", "This operation takes no request body.");
+    }
     if op.has_body() {
         let content_type = req.content_type().map(str::to_string);
         let read = match req.extensions_mut().remove::<PreRead>() {
@@ -221,6 +224,12 @@ fn truncate(s: &str, max: usize) -> &str {
         Some((i, _)) => &s[..i],
         None => s,
     }
+}
+
+/// Whether a request says it has a body: a length above zero, or a chunked one.
+fn carries_body(headers: &poem::http::HeaderMap) -> bool {
+    let length = headers.get(poem::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok());
+    length.is_some_and(|l| l.trim() != "0") || headers.contains_key(poem::http::header::TRANSFER_ENCODING)
 }
 
 /// The base of the family's API (`base`) for list links: `GYMAPI_PUBLIC_URL`; else, for a request

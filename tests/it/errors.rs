@@ -175,3 +175,15 @@ async fn every_bad_list_parameter_is_named() {
         }
     }
 }
+
+/// A body sent to an operation that takes none is refused, naming `body`, not silently ignored.
+#[tokio::test]
+async fn a_body_where_none_is_taken_is_a_422() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("No body").await;
+    let r = app.request("GET", "/members", Some(&gym.live_key), Some(serde_json::json!({"search": "x"})), &[]).await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert_eq!(r.body["errors"]["body"], serde_json::json!(["This operation takes no request body."]));
+    let r = app.request("GET", "/members", Some(&gym.live_key), None, &[("content-length", "0")]).await;
+    assert_eq!(r.status, 200, "an empty body is no body: {}", r.body);
+}

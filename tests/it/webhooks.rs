@@ -217,7 +217,7 @@ async fn a_delivery_fails_after_its_schedule_and_redeliver_sends_it_again() {
     assert_eq!(d["attempts"].as_array().unwrap().len(), 4);
     assert_eq!(receiver.received().len(), 4);
 
-    let r = app.post(&gym.live_key, &format!("/webhook-deliveries/{id}/redeliver"), json!(null)).await;
+    let r = app.request("POST", &format!("/webhook-deliveries/{id}/redeliver"), Some(&gym.live_key), None, &[]).await;
     assert_eq!(r.status, 202, "{}", r.body);
     assert_eq!(r.body["status"], "pending");
     let d = delivery_in(&app, &gym.live_key, id, "delivered").await;
@@ -228,12 +228,12 @@ async fn a_delivery_fails_after_its_schedule_and_redeliver_sends_it_again() {
     assert_eq!(got[4].body, got[0].body);
 
     // A delivered one can be sent again too; another gym's is not there.
-    let r = app.post(&gym.live_key, &format!("/webhook-deliveries/{id}/redeliver"), json!(null)).await;
+    let r = app.request("POST", &format!("/webhook-deliveries/{id}/redeliver"), Some(&gym.live_key), None, &[]).await;
     assert_eq!(r.status, 202);
     receiver.wait_for(6).await;
     let other = app.gym("Other").await;
     assert_eq!(app.get(&other.live_key, &format!("/webhook-deliveries/{id}")).await.status, 404);
-    let r = app.post(&other.live_key, &format!("/webhook-deliveries/{id}/redeliver"), json!(null)).await;
+    let r = app.request("POST", &format!("/webhook-deliveries/{id}/redeliver"), Some(&other.live_key), None, &[]).await;
     assert_eq!(r.status, 404);
     assert!(deliveries(&app, &other.live_key, "").await.is_empty());
 }
