@@ -165,6 +165,29 @@ impl Mapping {
     }
 }
 
+/// The table at `at`, or a problem saying what was expected there.
+fn table_at<'a>(
+    value: &'a Value,
+    at: &[&str],
+    expected: &str,
+    problems: &mut Problems,
+) -> Option<&'a serde_json::Map<String, Value>> {
+    let table = value.as_object();
+    if table.is_none() {
+        problems.add(at, format!("expected {expected}"));
+    }
+    table
+}
+
+/// A string, number or boolean as the text of a cell.
+fn scalar(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Bool(_) | Value::Number(_) => Some(v.to_string()),
+        _ => None,
+    }
+}
+
 fn kinds() -> String {
     Entity::ALL.map(Entity::name).join(", ")
 }
@@ -292,8 +315,7 @@ fn columns(
     problems: &mut Problems,
 ) -> Vec<(String, ColumnRule)> {
     let name = entity.name();
-    let Some(table) = value.as_object() else {
-        problems.add(&[name, "columns"], "expected a table of COLUMN = FIELD");
+    let Some(table) = table_at(value, &[name, "columns"], "a table of COLUMN = FIELD", problems) else {
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -328,13 +350,9 @@ fn column_table(t: &serde_json::Map<String, Value>, at: &[&str], problems: &mut 
             "values" => match v.as_object() {
                 Some(map) => {
                     for (from, to) in map {
-                        let to = match to {
-                            Value::String(s) => s.clone(),
-                            Value::Bool(_) | Value::Number(_) => to.to_string(),
-                            _ => {
-                                problems.add(&[&here[..], &[from.as_str()]].concat(), "expected a value");
-                                continue;
-                            }
+                        let Some(to) = scalar(to) else {
+                            problems.add(&[&here[..], &[from.as_str()]].concat(), "expected a value");
+                            continue;
                         };
                         rule.values.insert(from.trim().to_string(), to);
                     }
@@ -438,20 +456,15 @@ fn constants(
     problems: &mut Problems,
 ) -> Vec<(String, String)> {
     let name = entity.name();
-    let Some(table) = value.as_object() else {
-        problems.add(&[name, "constants"], "expected a table of FIELD = VALUE");
+    let Some(table) = table_at(value, &[name, "constants"], "a table of FIELD = VALUE", problems) else {
         return Vec::new();
     };
     let mut out = Vec::new();
     for (field, v) in table {
         let at = [name, "constants", field.as_str()];
-        let text = match v {
-            Value::String(s) => s.clone(),
-            Value::Bool(_) | Value::Number(_) => v.to_string(),
-            _ => {
-                problems.add(&at, "expected a value");
-                continue;
-            }
+        let Some(text) = scalar(v) else {
+            problems.add(&at, "expected a value");
+            continue;
         };
         let path: Vec<String> = field.split('.').map(str::to_string).collect();
         match leaf(fields, &path) {
