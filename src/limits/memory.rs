@@ -197,19 +197,21 @@ impl Store for MemoryStore {
             log.stamps.shrink_to(log.stamps.len() * 2);
         }
         let used = u32::try_from(log.used).unwrap_or(u32::MAX);
-        if used < policy.limit {
+        let allowed = used < policy.limit;
+        if allowed {
             log.push(now);
-            Ok(Decision { allowed: true, limit: policy.limit, remaining: policy.limit - used - 1, retry_after_secs: 0 })
-        } else {
-            let oldest = log.stamps.front().map_or(now, |(t, _)| *t);
-            let wait = window.saturating_sub(now.saturating_sub(oldest));
-            Ok(Decision {
-                allowed: false,
-                limit: policy.limit,
-                remaining: 0,
-                retry_after_secs: retry_after_secs(i64::try_from(wait).unwrap_or(i64::MAX)),
-            })
         }
+        let oldest = log.stamps.front().map_or(now, |(t, _)| *t);
+        let wait =
+            retry_after_secs(i64::try_from(window.saturating_sub(now.saturating_sub(oldest))).unwrap_or(i64::MAX));
+        Ok(Decision {
+            allowed,
+            limit: policy.limit,
+            remaining: if allowed { policy.limit - used - 1 } else { 0 },
+            retry_after_secs: if allowed { 0 } else { wait },
+            reset_secs: wait,
+            window_secs: policy.window.as_secs().max(1),
+        })
     }
 
     async fn idempotency_begin(

@@ -53,13 +53,26 @@ pub struct Decision {
     pub remaining: u32,
     /// When refused: whole seconds until a request is allowed again (at least 1).
     pub retry_after_secs: u64,
+    /// Whole seconds until the oldest request counted leaves the window, and `remaining` grows
+    /// (at least 1; on a refusal, `retry_after_secs`).
+    pub reset_secs: u64,
+    /// The window's length in whole seconds.
+    pub window_secs: u64,
 }
 
 impl Decision {
     /// The verdict when the store cannot be asked: allowed. An unreachable limiter must not take
     /// the API down with it.
     pub fn fail_open(policy: RatePolicy) -> Self {
-        Self { allowed: true, limit: policy.limit, remaining: policy.limit, retry_after_secs: 0 }
+        let window_secs = policy.window.as_secs().max(1);
+        Self {
+            allowed: true,
+            limit: policy.limit,
+            remaining: policy.limit,
+            retry_after_secs: 0,
+            reset_secs: window_secs,
+            window_secs,
+        }
     }
 }
 

@@ -31,8 +31,9 @@ if used < limit then
   redis.call('XADD', bucket, '*', 'n', '1')
   redis.call('PEXPIRE', bucket, window)
   allowed, remaining = 1, limit - used - 1
-else
-  local oldest = redis.call('XRANGE', bucket, '-', '+', 'COUNT', 1)
+end
+local oldest = redis.call('XRANGE', bucket, '-', '+', 'COUNT', 1)
+if oldest[1] then
   wait = tonumber(string.match(oldest[1][1], '^%d+')) + window - now
 end
 "#;
@@ -445,12 +446,17 @@ fn too_old(info: &str) -> Option<&str> {
     ((major, minor) < (6, 2)).then_some(version)
 }
 
+/// `wait_ms`: until the oldest request counted leaves the window (for a refusal, until a request
+/// is allowed again).
 fn decision(policy: RatePolicy, allowed: i64, remaining: i64, wait_ms: i64) -> Decision {
+    let wait = retry_after_secs(wait_ms);
     Decision {
         allowed: allowed == 1,
         limit: policy.limit,
         remaining: remaining.max(0) as u32,
-        retry_after_secs: if allowed == 1 { 0 } else { retry_after_secs(wait_ms) },
+        retry_after_secs: if allowed == 1 { 0 } else { wait },
+        reset_secs: wait,
+        window_secs: policy.window.as_secs().max(1),
     }
 }
 

@@ -69,10 +69,24 @@ async fn guarded<E: Endpoint>(
             tracing::warn!(error = %e, "could not free an idempotency key after a refusal");
         }
     }
-    let headers = response.headers_mut();
+    rate_limit_headers(response.headers_mut(), &decision);
+    Ok(response)
+}
+
+/// The limit's headers: the de facto `X-RateLimit-*` and the IETF fields
+/// (draft-ietf-httpapi-ratelimit-headers): `RateLimit-Policy: "default";q=120;w=60` and
+/// `RateLimit: "default";r=57;t=12`.
+fn rate_limit_headers(headers: &mut poem::http::HeaderMap, decision: &Decision) {
     headers.insert("x-ratelimit-limit", HeaderValue::from(decision.limit));
     headers.insert("x-ratelimit-remaining", HeaderValue::from(decision.remaining));
-    Ok(response)
+    headers.insert("x-ratelimit-reset", HeaderValue::from(decision.reset_secs));
+    let policy = format!("\"default\";q={};w={}", decision.limit, decision.window_secs);
+    let now = format!("\"default\";r={};t={}", decision.remaining, decision.reset_secs);
+    for (name, value) in [("ratelimit-policy", policy), ("ratelimit", now)] {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            headers.insert(name, v);
+        }
+    }
 }
 
 /// Marks the response with its operation (for the edge's counts), whatever answered it.

@@ -22,13 +22,20 @@ async fn the_121st_request_in_a_minute_is_refused_with_retry_after() {
     for i in 0..125 {
         let r = app.get(&gym.live_key, "/members?per_page=1").await;
         assert_eq!(r.header("x-ratelimit-limit"), Some("120"));
+        assert_eq!(r.header("ratelimit-policy"), Some("\"default\";q=120;w=60"));
+        // The reset runs to the oldest request of the window: the first one, made moments ago.
+        let reset: u64 = r.header("x-ratelimit-reset").unwrap().parse().unwrap();
+        assert!((50..=60).contains(&reset), "X-RateLimit-Reset {reset}");
+        let remaining = r.header("x-ratelimit-remaining").unwrap().to_string();
+        assert_eq!(r.header("ratelimit"), Some(format!("\"default\";r={remaining};t={reset}").as_str()));
         if i < 120 {
-            assert_eq!(r.header("x-ratelimit-remaining"), Some((119 - i).to_string().as_str()));
+            assert_eq!(remaining, (119 - i).to_string());
         } else {
             assert_eq!(r.body["error"]["type"], "rate_limited");
             let retry: u64 = r.header("retry-after").unwrap().parse().unwrap();
             assert!((1..=60).contains(&retry), "Retry-After {retry}");
-            assert_eq!(r.header("x-ratelimit-remaining"), Some("0"));
+            assert_eq!(retry, reset, "a refusal's reset is its Retry-After");
+            assert_eq!(remaining, "0");
         }
         statuses.push(r.status);
     }
