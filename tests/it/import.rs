@@ -556,3 +556,23 @@ async fn the_client_waits_out_the_rate_limit_and_retries_errors() {
     assert_eq!(seen.len(), 4);
     assert!(seen[0].starts_with("gymapi-import-") && seen.iter().all(|k| *k == seen[0]), "{seen:?}");
 }
+
+/// `Money` is never negative and names a currency in circulation; anything else is a 422 naming
+/// the field, and nothing of the batch is written.
+#[tokio::test]
+async fn money_takes_currencies_in_circulation_and_no_negative_amount() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Money").await;
+    let k = &gym.live_key;
+    let product = |legacy: &str, amount: i64, currency: &str| json!({"legacy_id": legacy, "name": "Bar", "price": {"amount": amount, "currency": currency}});
+    let body = json!({"rows": [product("A", -1, "EUR"), product("B", 100, "XXX"), product("C", 100, "ABC"), product("D", 100, "JPY")]});
+    let r = app.post(k, "/import/products", body).await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    let errors = r.body["errors"].as_object().unwrap();
+    let mut fields: Vec<&String> = errors.keys().collect();
+    fields.sort();
+    assert_eq!(fields, ["rows.0.price.amount", "rows.1.price.currency", "rows.2.price.currency"], "{}", r.body);
+    assert_eq!(total(&app, k, "/products").await, 0);
+    let ok = json!({"rows": [product("D", 100, "JPY"), product("E", 0, "KWD")]});
+    assert_eq!(counts(&import(&app, k, "products", ok).await), (2, 2, 0));
+}
