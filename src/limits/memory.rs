@@ -202,15 +202,12 @@ impl Store for MemoryStore {
             log.push(now);
         }
         let oldest = log.stamps.front().map_or(now, |(t, _)| *t);
-        let wait =
-            retry_after_secs(i64::try_from(window.saturating_sub(now.saturating_sub(oldest))).unwrap_or(i64::MAX));
+        let wait = window.saturating_sub(now.saturating_sub(oldest));
         Ok(Decision {
             allowed,
             limit: policy.limit,
             remaining: if allowed { policy.limit - used - 1 } else { 0 },
-            retry_after_secs: if allowed { 0 } else { wait },
-            reset_secs: wait,
-            window_secs: policy.window.as_secs().max(1),
+            reset_secs: retry_after_secs(i64::try_from(wait).unwrap_or(i64::MAX)),
         })
     }
 
@@ -276,7 +273,7 @@ mod tests {
         let elapsed = millis(started.elapsed());
         let refused = store.hit("burst", policy).await.unwrap();
         assert!(!refused.allowed, "the 50,001st request of the window is refused");
-        assert!((1..=2).contains(&refused.retry_after_secs), "{}", refused.retry_after_secs);
+        assert!((1..=2).contains(&refused.retry_after_secs()), "{}", refused.retry_after_secs());
         let (len, _) = entries(&store, "burst");
         assert!(len as u64 <= elapsed + 2, "{len} entries for a burst of {elapsed} ms");
         assert!(len < 50_000, "{len} entries for 50,000 requests");
@@ -296,7 +293,7 @@ mod tests {
         assert_eq!(store.hit("tight", tight).await.unwrap().remaining, 0);
         let refused = store.hit("tight", tight).await.unwrap();
         assert!(!refused.allowed);
-        assert_eq!(refused.retry_after_secs, 60);
+        assert_eq!(refused.retry_after_secs(), 60);
         assert!(store.hit("other", tight).await.unwrap().allowed, "buckets are apart");
 
         let short = RatePolicy { limit: 3, window: Duration::from_millis(300) };

@@ -24,6 +24,11 @@ impl RatePolicy {
     pub fn per_minute(limit: u32) -> Self {
         Self { limit, window: Duration::from_secs(60) }
     }
+
+    /// The window in whole seconds (at least 1).
+    pub fn window_secs(&self) -> u64 {
+        self.window.as_secs().max(1)
+    }
 }
 
 /// Which of a key's two budgets a request counts against: the integration API's, or the device
@@ -51,28 +56,21 @@ pub struct Decision {
     pub limit: u32,
     /// Requests left in the window after this one.
     pub remaining: u32,
-    /// When refused: whole seconds until a request is allowed again (at least 1).
-    pub retry_after_secs: u64,
     /// Whole seconds until the oldest request counted leaves the window, and `remaining` grows
-    /// (at least 1; on a refusal, `retry_after_secs`).
+    /// (at least 1).
     pub reset_secs: u64,
-    /// The window's length in whole seconds.
-    pub window_secs: u64,
 }
 
 impl Decision {
     /// The verdict when the store cannot be asked: allowed. An unreachable limiter must not take
     /// the API down with it.
     pub fn fail_open(policy: RatePolicy) -> Self {
-        let window_secs = policy.window.as_secs().max(1);
-        Self {
-            allowed: true,
-            limit: policy.limit,
-            remaining: policy.limit,
-            retry_after_secs: 0,
-            reset_secs: window_secs,
-            window_secs,
-        }
+        Self { allowed: true, limit: policy.limit, remaining: policy.limit, reset_secs: policy.window_secs() }
+    }
+
+    /// When refused: whole seconds until a request is allowed again (at least 1); else 0.
+    pub fn retry_after_secs(&self) -> u64 {
+        if self.allowed { 0 } else { self.reset_secs }
     }
 }
 

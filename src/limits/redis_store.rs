@@ -449,14 +449,11 @@ fn too_old(info: &str) -> Option<&str> {
 /// `wait_ms`: until the oldest request counted leaves the window (for a refusal, until a request
 /// is allowed again).
 fn decision(policy: RatePolicy, allowed: i64, remaining: i64, wait_ms: i64) -> Decision {
-    let wait = retry_after_secs(wait_ms);
     Decision {
         allowed: allowed == 1,
         limit: policy.limit,
         remaining: remaining.max(0) as u32,
-        retry_after_secs: if allowed == 1 { 0 } else { wait },
-        reset_secs: wait,
-        window_secs: policy.window.as_secs().max(1),
+        reset_secs: retry_after_secs(wait_ms),
     }
 }
 

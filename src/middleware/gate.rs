@@ -69,18 +69,18 @@ async fn guarded<E: Endpoint>(
             tracing::warn!(error = %e, "could not free an idempotency key after a refusal");
         }
     }
-    rate_limit_headers(response.headers_mut(), &decision);
+    rate_limit_headers(response.headers_mut(), &decision, budget.1);
     Ok(response)
 }
 
 /// The limit's headers: the de facto `X-RateLimit-*` and the IETF fields
 /// (draft-ietf-httpapi-ratelimit-headers): `RateLimit-Policy: "default";q=120;w=60` and
 /// `RateLimit: "default";r=57;t=12`.
-fn rate_limit_headers(headers: &mut poem::http::HeaderMap, decision: &Decision) {
+fn rate_limit_headers(headers: &mut poem::http::HeaderMap, decision: &Decision, policy: RatePolicy) {
     headers.insert("x-ratelimit-limit", HeaderValue::from(decision.limit));
     headers.insert("x-ratelimit-remaining", HeaderValue::from(decision.remaining));
     headers.insert("x-ratelimit-reset", HeaderValue::from(decision.reset_secs));
-    let policy = format!("\"default\";q={};w={}", decision.limit, decision.window_secs);
+    let policy = format!("\"default\";q={};w={}", policy.limit, policy.window_secs());
     let now = format!("\"default\";r={};t={}", decision.remaining, decision.reset_secs);
     for (name, value) in [("ratelimit-policy", policy), ("ratelimit", now)] {
         if let Ok(v) = HeaderValue::from_str(&value) {
@@ -116,7 +116,7 @@ fn refusal(family: Family, licence: auth::Licence, retiring: bool, decision: Dec
     if let Some(message) = unlicensed {
         return Some(ApiError::Forbidden(message.into()).as_response());
     }
-    (!decision.allowed).then(|| ApiError::RateLimited { retry_after_secs: decision.retry_after_secs }.as_response())
+    (!decision.allowed).then(|| ApiError::RateLimited { retry_after_secs: decision.retry_after_secs() }.as_response())
 }
 
 /// A keyed write as known before its request is admitted: the operation is marked idempotent and

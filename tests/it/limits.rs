@@ -117,7 +117,7 @@ async fn each_request_leaves_the_window_on_its_own() {
     assert_eq!(store.hit("slide", policy).await.unwrap().remaining, 0);
     let refused = store.hit("slide", policy).await.unwrap();
     assert!(!refused.allowed, "a fourth request in the window is refused");
-    assert_eq!(refused.retry_after_secs, 1, "the first request leaves about 1 s from now");
+    assert_eq!(refused.retry_after_secs(), 1, "the first request leaves about 1 s from now");
     assert!(store.hit("slide-other", policy).await.unwrap().allowed, "buckets are apart");
 
     // The first request has left; the two after it have not.
@@ -127,7 +127,7 @@ async fn each_request_leaves_the_window_on_its_own() {
     assert_eq!(again.remaining, 0, "the second and third are still in it");
     let refused = store.hit("slide", policy).await.unwrap();
     assert!(!refused.allowed);
-    assert!((1..=2).contains(&refused.retry_after_secs), "{}", refused.retry_after_secs);
+    assert!((1..=2).contains(&refused.retry_after_secs()), "{}", refused.retry_after_secs());
 }
 
 fn keyed(key: &str) -> [(&'static str, String); 1] {
