@@ -58,7 +58,8 @@ pub(super) fn run(a: InspectArgs) -> Result<(), ClientError> {
     let zone = settings.time_zone.unwrap_or(chrono_tz::UTC);
     let plan = Plan::new(entity, &fields, &table.headers, section, &settings, &reading.map, Some(zone))?;
     let findings = read_all(&mut table, &plan, a.sample)?;
-    let columns: Vec<Value> = (0..plan.headers.len()).map(|i| column(&plan, &fields, &findings, i)).collect();
+    let views = views(&plan, &fields, &findings);
+    let columns: Vec<Value> = (0..plan.headers.len()).map(|i| column(&plan, &views[i], i)).collect();
     let report = json!({
         "file": a.file.display().to_string(),
         "entity": entity.name(),
@@ -73,7 +74,7 @@ pub(super) fn run(a: InspectArgs) -> Result<(), ClientError> {
         "refused": findings.refused.iter().map(|(line, r)| json!({"line": line, "reasons": r})).collect::<Vec<_>>(),
     });
     if let Some(path) = &a.write_mapping {
-        let text = starting_mapping(&table, &plan, &fields, &findings);
+        let text = starting_mapping(&table, &plan, &views, &findings);
         std::fs::write(path, text)
             .map_err(|e| ClientError::BadInput(format!("cannot write {}: {e}", path.display())))?;
     }
@@ -148,28 +149,50 @@ fn detect_formats(kind: &Kind, values: &[String]) -> Vec<String> {
     counted.into_iter().filter(|(_, n)| *n == best).map(|(f, _)| f).collect()
 }
 
-fn column(plan: &Plan, fields: &Fields, findings: &Findings, i: usize) -> Value {
+/// A column as inspect sees it: its field (the rules', else a guess from its name), that field's
+/// type, and the date formats its values read as.
+struct View {
+    field: Option<String>,
+    kind: Option<Kind>,
+    formats: Vec<String>,
+}
+
+fn views(plan: &Plan, fields: &Fields, findings: &Findings) -> Vec<View> {
+    plan.headers
+        .iter()
+        .zip(&plan.targets)
+        .zip(&findings.values)
+        .map(|((header, target), values)| {
+            let field = match target {
+                Target::Field { path, .. } => Some(path.join(".")),
+                Target::Dropped => None,
+                Target::Unknown => guess(fields, header),
+            };
+            let kind = field.as_ref().and_then(|f| leaf(fields, &f.split('.').map(str::to_string).collect::<Vec<_>>()));
+            let formats = kind.as_ref().map(|k| detect_formats(k, values)).unwrap_or_default();
+            View { field, kind, formats }
+        })
+        .collect()
+}
+
+fn column(plan: &Plan, view: &View, i: usize) -> Value {
     let header = &plan.headers[i];
-    let values = &findings.values[i];
     match &plan.targets[i] {
         Target::Field { path, conversion } => json!({
             "column": header,
             "field": path.join("."),
             "type": kind_name(&conversion.kind),
             "rules": rules(conversion),
-            "detected_date_formats": detect_formats(&conversion.kind, values),
+            "detected_date_formats": view.formats,
         }),
         Target::Dropped => json!({"column": header, "field": null, "why": "left out by the mapping"}),
-        Target::Unknown => {
-            let guess = guess(fields, header);
-            json!({
-                "column": header,
-                "field": null,
-                "why": format!("not a field of {} rows: map it or leave it out", plan.entity.name()),
-                "guess": guess,
-                "detected_date_formats": guess.as_ref().and_then(|g| leaf(fields, std::slice::from_ref(g))).map(|k| detect_formats(&k, values)).unwrap_or_default(),
-            })
-        }
+        Target::Unknown => json!({
+            "column": header,
+            "field": null,
+            "why": format!("not a field of {} rows: map it or leave it out", plan.entity.name()),
+            "guess": view.field,
+            "detected_date_formats": view.formats,
+        }),
     }
 }
 
@@ -261,47 +284,30 @@ fn toml_string(s: &str) -> String {
 
 /// A mapping file to start from: every column, its field or `-`, the detected formats, and a value
 /// map to fill in where a column's values are not the field's.
-fn starting_mapping(table: &Table, plan: &Plan, fields: &Fields, f: &Findings) -> String {
-    let targets: Vec<Option<String>> = plan
-        .headers
-        .iter()
-        .zip(&plan.targets)
-        .map(|(header, target)| match target {
-            Target::Field { path, .. } => Some(path.join(".")),
-            Target::Dropped => None,
-            Target::Unknown => guess(fields, header),
-        })
-        .collect();
-    let kinds: Vec<Option<Kind>> = targets
-        .iter()
-        .map(|t| t.as_ref().and_then(|t| leaf(fields, &t.split('.').map(str::to_string).collect::<Vec<_>>())))
-        .collect();
+fn starting_mapping(table: &Table, plan: &Plan, views: &[View], f: &Findings) -> String {
     let mut out =
         format!("# A mapping for {}: edit it, then `gymapi import --mapping THIS_FILE ...`.\n", table.path.display());
     if let super::source::Layout::Csv { encoding, delimiter, .. } = &table.layout {
         let _ = writeln!(out, "encoding = {}", toml_string(encoding));
         let _ = writeln!(out, "delimiter = {}", toml_string(delimiter_name(*delimiter).trim_matches('\'')));
     }
-    let formats: BTreeSet<String> = kinds
-        .iter()
-        .zip(&f.values)
-        .filter_map(|(k, v)| k.as_ref().and_then(|k| detect_formats(k, v).into_iter().next()))
-        .collect();
+    let formats: BTreeSet<&String> = views.iter().filter_map(|v| v.formats.first()).collect();
     if !formats.is_empty() {
         let list: Vec<String> = formats.iter().map(|s| toml_string(s)).collect();
         let _ = writeln!(out, "date_formats = [{}]", list.join(", "));
     }
-    let comma = kinds
+    let comma = views
         .iter()
         .zip(&f.values)
-        .any(|(k, v)| *k == Some(Kind::Money) && v.iter().any(|x| x.rfind(',') > x.rfind('.')));
+        .any(|(view, v)| view.kind == Some(Kind::Money) && v.iter().any(|x| x.rfind(',') > x.rfind('.')));
     let _ = writeln!(out, "decimal_separator = \"{}\"", if comma { "," } else { "." });
     let _ = writeln!(out, "# currency = \"EUR\"    # money columns without a currency of their own");
     let _ =
         writeln!(out, "# time_zone = \"Europe/Berlin\"    # times without an offset; the gym's own zone when left out");
     let _ = writeln!(out, "\n[{}.columns]", plan.entity.name());
     for (i, header) in plan.headers.iter().enumerate() {
-        let _ = writeln!(out, "{}", column_line(header, targets[i].as_deref(), kinds[i].as_ref(), &f.values[i]));
+        let view = &views[i];
+        let _ = writeln!(out, "{}", column_line(header, view.field.as_deref(), view.kind.as_ref(), &f.values[i]));
     }
     out
 }

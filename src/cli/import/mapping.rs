@@ -223,11 +223,10 @@ fn formats(value: &Value, at: &[&str], problems: &mut Problems) -> Option<Vec<St
 fn settings(table: &serde_json::Map<String, Value>, at: &[&str], problems: &mut Problems) -> Settings {
     let mut s = Settings::default();
     let here = |key: &'static str| [at, &[key]].concat();
-    if let Some(v) = table.get("delimiter") {
-        match text(v, &here("delimiter"), problems).map(|d| if d == "tab" || d == "\\t" { "\t" } else { d }) {
-            Some(d) if d.len() == 1 => s.delimiter = d.bytes().next(),
-            Some(d) => problems.add(&here("delimiter"), format!("{d:?} is not one character (or \"tab\")")),
-            None => {}
+    if let Some(d) = table.get("delimiter").and_then(|v| text(v, &here("delimiter"), problems)) {
+        s.delimiter = super::source::delimiter_of(d);
+        if s.delimiter.is_none() {
+            problems.add(&here("delimiter"), format!("{d:?} is not one character (or \"tab\")"));
         }
     }
     if let Some(v) = table.get("encoding").and_then(|v| text(v, &here("encoding"), problems)) {

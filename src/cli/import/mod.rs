@@ -129,9 +129,10 @@ impl ReadArgs {
         }
         let delimiter = match self.delimiter.as_deref() {
             None => None,
-            Some("tab" | "\\t" | "\t") => Some(b'\t'),
-            Some(d) if d.len() == 1 => d.bytes().next(),
-            Some(d) => return Err(ClientError::BadInput(format!("--delimiter {d:?}: one character, or tab"))),
+            Some(d) => Some(
+                source::delimiter_of(d)
+                    .ok_or_else(|| ClientError::BadInput(format!("--delimiter {d:?}: one character, or tab")))?,
+            ),
         };
         let encoding = match self.encoding.as_deref() {
             None => None,
@@ -189,11 +190,13 @@ pub(super) async fn run(a: ImportArgs) -> Result<(), Failure> {
         (None, Some(file)) => vec![(a.read.entity(file, reading.mapping.as_deref())?, file.clone())],
         (None, None) => return Err(bad_input("give a file, or --dir with one file per kind")),
     };
+    if let (Some(_), Some(folder)) = (&a.dir, &a.rejects) {
+        std::fs::create_dir_all(folder).map_err(|e| bad_input(format!("{}: {e}", folder.display())))?;
+    }
     let mut done = Vec::new();
     for (i, (entity, file)) in files.iter().enumerate() {
         let rejects = match (&a.dir, &a.rejects) {
             (Some(_), Some(folder)) => {
-                std::fs::create_dir_all(folder).map_err(|e| bad_input(format!("{}: {e}", folder.display())))?;
                 Some(folder.join(format!("{}.rejects.{}", entity.name(), rejects_extension(file))))
             }
             (_, r) => r.clone(),

@@ -36,8 +36,8 @@ pub(super) struct Plan {
 }
 
 impl Plan {
-    /// `rules` are the mapping file's section for this kind; `map` the `--map` pairs; `tz` the zone
-    /// of times without an offset. `plain`: no mapping file, so cells go as they are typed today.
+    /// `section` is the mapping file's for this kind (none without a mapping file: a column is then
+    /// the field of its name); `map` the `--map` pairs; `tz` the zone of times without an offset.
     pub(super) fn new(
         entity: Entity,
         fields: &Fields,

@@ -71,7 +71,6 @@ enum Body {
     Csv {
         reader: csv::Reader<Counting>,
         newlines: Newlines,
-        line: u64,
         skip: Option<usize>,
     },
     Sheet {
@@ -139,17 +138,14 @@ impl Table {
         match &mut self.body {
             Body::Lines { lines, line } => next_object(lines, line),
             Body::Sheet { rows } => rows.next().map(|(line, record)| Ok((line, Row::Cells(record)))),
-            Body::Csv { reader, newlines, line, skip } => {
+            Body::Csv { reader, newlines, skip } => {
                 let mut record = csv::StringRecord::new();
                 match reader.read_record(&mut record) {
                     Ok(false) => None,
                     Err(e) => Some(Err(ClientError::BadInput(format!("{}: {e}", self.path.display())))),
                     Ok(true) => {
-                        *line = 1 + newlines.before(record.position().map_or(0, csv::Position::byte));
-                        if let Some(i) = *skip {
-                            record = record.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, c)| c).collect();
-                        }
-                        Some(Ok((*line, Row::Cells(record))))
+                        let line = 1 + newlines.before(record.position().map_or(0, csv::Position::byte));
+                        Some(Ok((line, Row::Cells(without(record, *skip)))))
                     }
                 }
             }
@@ -323,17 +319,11 @@ fn sniff_encoding(path: &Path, given: Option<&'static Encoding>) -> std::io::Res
     Ok((if utf8 { encoding_rs::UTF_8 } else { encoding_rs::WINDOWS_1252 }, true, utf8))
 }
 
-/// The file as UTF-8 without a byte-order mark; `checked`: the file is known to be valid UTF-8 (a
-/// UTF-8 file is then read as it is, else through a decoder that refuses what is not).
+/// The file as UTF-8 without a byte-order mark; `checked`: the file was found to be valid UTF-8
+/// with no mark (it is then read as it is, else through a decoder that refuses what is not).
 fn text_reader(path: &Path, encoding: &'static Encoding, checked: bool) -> std::io::Result<Box<dyn Read>> {
-    let mut file = File::open(path)?;
+    let file = File::open(path)?;
     if encoding == encoding_rs::UTF_8 && checked {
-        let mut head = [0u8; 3];
-        let n = file.read(&mut head)?;
-        if head[..n] != [0xEF, 0xBB, 0xBF] {
-            use std::io::Seek;
-            file.seek(std::io::SeekFrom::Start(0))?;
-        }
         return Ok(Box::new(BufReader::with_capacity(64 * 1024, file)));
     }
     Ok(Box::new(Decoding {
@@ -405,16 +395,12 @@ fn open_csv(path: &Path, opts: &ReadOptions) -> Result<Table, ClientError> {
     let counting = Counting { inner: text, offset: 0, newlines: newlines.clone() };
     let mut reader = csv::ReaderBuilder::new().delimiter(delimiter).flexible(false).from_reader(counting);
     let header = reader.headers().map_err(|e| ClientError::BadInput(format!("{}: {e}", path.display())))?;
-    let mut headers: Vec<String> = header.iter().map(|h| h.trim().to_string()).collect();
-    let skip = headers.iter().position(|h| h == REASONS_COLUMN);
-    if let Some(i) = skip {
-        headers.remove(i);
-    }
+    let (headers, skip) = headers_of(header);
     Ok(Table {
         path: path.to_path_buf(),
         layout: Layout::Csv { encoding: encoding.name(), encoding_detected, delimiter, delimiter_detected },
         headers,
-        body: Body::Csv { reader, newlines, line: 1, skip },
+        body: Body::Csv { reader, newlines, skip },
     })
 }
 
@@ -442,24 +428,38 @@ fn open_sheet(path: &Path, opts: &ReadOptions) -> Result<Table, ClientError> {
     let Some((_, header)) = rows.next() else {
         return Err(ClientError::BadInput(format!("{}: sheet {sheet:?} is empty", path.display())));
     };
-    let mut headers: Vec<String> = header.iter().map(|h| h.trim().to_string()).collect();
-    let skip = headers.iter().position(|h| h == REASONS_COLUMN);
-    if let Some(i) = skip {
-        headers.remove(i);
-    }
-    let rows: Vec<(u64, csv::StringRecord)> = rows
-        .filter(|(_, r)| r.iter().any(|c| !c.is_empty()))
-        .map(|(line, r)| {
-            let r = r.iter().enumerate().filter(|(j, _)| Some(*j) != skip).map(|(_, c)| c).collect();
-            (line, r)
-        })
-        .collect();
+    let (headers, skip) = headers_of(&header);
+    let rows: Vec<(u64, csv::StringRecord)> =
+        rows.filter(|(_, r)| r.iter().any(|c| !c.is_empty())).map(|(line, r)| (line, without(r, skip))).collect();
     Ok(Table {
         path: path.to_path_buf(),
         layout: Layout::Sheet { sheet },
         headers,
         body: Body::Sheet { rows: rows.into_iter() },
     })
+}
+
+/// The header's names, trimmed, without the reasons column of a rejects file; and where that was.
+fn headers_of(header: &csv::StringRecord) -> (Vec<String>, Option<usize>) {
+    let skip = header.iter().position(|h| h.trim() == REASONS_COLUMN);
+    (without(header.clone(), skip).iter().map(|h| h.trim().to_string()).collect(), skip)
+}
+
+/// A row without the cell at `skip`.
+fn without(record: csv::StringRecord, skip: Option<usize>) -> csv::StringRecord {
+    match skip {
+        Some(i) => record.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, c)| c).collect(),
+        None => record,
+    }
+}
+
+/// Which byte a delimiter names: one character, or `tab`.
+pub(super) fn delimiter_of(text: &str) -> Option<u8> {
+    match text {
+        "tab" | "\\t" | "\t" => Some(b'\t'),
+        d if d.len() == 1 => d.bytes().next(),
+        _ => None,
+    }
 }
 
 /// A workbook cell as the text a CSV export would have held: whole numbers without a fraction,
