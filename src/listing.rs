@@ -105,6 +105,7 @@ envelopes! {
     ProductList of Product,
     PurchaseList of Purchase,
     AttendanceList of AttendanceEntry,
+    MemberMembershipList of MemberMembership,
     WebhookDeliveryList of WebhookDelivery,
 }
 

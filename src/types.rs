@@ -4,7 +4,7 @@ use std::borrow::Cow;
 
 use poem_openapi::{
     registry::{MetaSchemaRef, Registry},
-    types::{ParseError, ParseFromJSON, ParseResult, ToJSON, Type},
+    types::{ParseError, ParseFromJSON, ParseFromParameter, ParseResult, ToJSON, Type},
 };
 use serde_json::Value;
 
@@ -118,6 +118,16 @@ impl ParseFromJSON for Date {
                 .map_err(|_| ParseError::custom("expected a date, YYYY-MM-DD")),
             other => Err(ParseError::expected_type(other)),
         }
+    }
+}
+
+impl ParseFromParameter for Date {
+    fn parse_from_parameter(value: &str) -> ParseResult<Self> {
+        chrono::NaiveDate::parse_from_str(value, DATE_FORMAT)
+            .ok()
+            .filter(|_| value.len() == 10)
+            .map(Self)
+            .ok_or_else(|| ParseError::custom("expected a date, YYYY-MM-DD"))
     }
 }
 

@@ -20,6 +20,7 @@ mod m20261125_000012_devices;
 mod m20261125_000013_idempotency_records;
 mod m20261125_000014_counter_sales;
 mod m20261126_000015_server_secrets;
+mod m20261126_000016_member_membership_lists;
 pub mod tenancy;
 
 pub struct Migrator;
@@ -43,6 +44,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000013_idempotency_records::Migration),
             Box::new(m20261125_000014_counter_sales::Migration),
             Box::new(m20261126_000015_server_secrets::Migration),
+            Box::new(m20261126_000016_member_membership_lists::Migration),
         ]
     }
 }

@@ -4,6 +4,7 @@
 mod attendance;
 mod catalog;
 mod import;
+mod member_memberships;
 mod members;
 mod statistics;
 mod webhooks;

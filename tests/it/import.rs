@@ -576,3 +576,78 @@ async fn money_takes_currencies_in_circulation_and_no_negative_amount() {
     let ok = json!({"rows": [product("D", 100, "JPY"), product("E", 0, "KWD")]});
     assert_eq!(counts(&import(&app, k, "products", ok).await), (2, 2, 0));
 }
+
+/// What `/import/memberships` wrote can be read back: gym-wide, per member, by plan and by day.
+#[tokio::test]
+async fn imported_memberships_are_listed_by_member_plan_and_day() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Holdings").await;
+    let k = &gym.live_key;
+    let plans = json!({"rows": [
+        {"legacy_id": "P-1", "kind": "membership", "name": "Quarter", "price": {"amount": 9900, "currency": "EUR"}},
+        {"legacy_id": "P-2", "kind": "subscription", "name": "Monthly", "price": {"amount": 4900, "currency": "EUR"},
+         "billing_interval": "month"},
+    ]});
+    import(&app, k, "plans", plans).await;
+    import(&app, k, "members", member_rows(0, 2)).await;
+    let memberships = json!({"rows": [
+        {"legacy_id": "MS-1", "member_legacy_id": "M-0", "plan_legacy_id": "P-1", "starts_on": "2026-01-01", "ends_on": "2026-03-31"},
+        {"legacy_id": "MS-2", "member_legacy_id": "M-0", "plan_legacy_id": "P-2", "starts_on": "2026-04-01"},
+        {"legacy_id": "MS-3", "member_legacy_id": "M-1", "plan_legacy_id": "P-1", "starts_on": "2026-02-01", "ends_on": "2026-04-30"},
+    ]});
+    import(&app, k, "memberships", memberships).await;
+    let members = app.get(k, "/members?per_page=100").await.body;
+    let id_of = |legacy: &str| {
+        let m = members["data"].as_array().unwrap().iter().find(|m| m["legacy_id"] == legacy).unwrap();
+        m["id"].as_str().unwrap().to_string()
+    };
+    let (ada, bob) = (id_of("M-0"), id_of("M-1"));
+    let plan = app.get(k, "/memberships").await.body["data"][0]["id"].as_str().unwrap().to_string();
+    let legacy = |r: &Value| -> Vec<String> {
+        let mut ids: Vec<String> =
+            r["data"].as_array().unwrap().iter().map(|m| m["legacy_id"].as_str().unwrap().to_string()).collect();
+        ids.sort();
+        ids
+    };
+
+    let all = app.get(k, "/member-memberships").await;
+    assert_eq!(all.status, 200, "{}", all.body);
+    assert_eq!(legacy(&all.body), ["MS-1", "MS-2", "MS-3"]);
+    let ms2 = all.body["data"].as_array().unwrap().iter().find(|m| m["legacy_id"] == "MS-2").unwrap().clone();
+    assert_eq!((ms2["object"].as_str(), ms2["plan_kind"].as_str()), (Some("member_membership"), Some("subscription")));
+    assert_eq!((ms2["member_id"].as_str(), &ms2["ends_on"]), (Some(ada.as_str()), &Value::Null));
+
+    let of_ada = app.get(k, &format!("/members/{ada}/memberships")).await.body;
+    assert_eq!(legacy(&of_ada), ["MS-1", "MS-2"]);
+    assert_eq!(legacy(&app.get(k, &format!("/member-memberships?member_id={bob}")).await.body), ["MS-3"]);
+    assert_eq!(legacy(&app.get(k, &format!("/member-memberships?plan_id={plan}")).await.body), ["MS-1", "MS-3"]);
+    // A period includes its first and last day; an open end runs on.
+    for (day, expected) in [
+        ("2025-12-31", vec![]),
+        ("2026-03-31", vec!["MS-1", "MS-3"]),
+        ("2026-04-01", vec!["MS-2", "MS-3"]),
+        ("2030-01-01", vec!["MS-2"]),
+    ] {
+        let r = app.get(k, &format!("/member-memberships?active_on={day}")).await.body;
+        assert_eq!(legacy(&r), expected, "active on {day}");
+        assert_eq!(r["meta"]["total"], expected.len());
+    }
+    let r = app.get(k, &format!("/members/{ada}/memberships?active_on=2026-02-15&plan_id={plan}")).await.body;
+    assert_eq!(legacy(&r), ["MS-1"]);
+    assert!(r["links"]["first"].as_str().unwrap().contains("active_on=2026-02-15"), "{}", r["links"]);
+
+    let one = app.get(k, &format!("/member-memberships/{}", ms2["id"].as_str().unwrap())).await;
+    assert_eq!((one.status, &one.body), (200, &ms2));
+
+    // Unknown ids are 404 like everywhere; a day that is not a date is 422 naming the parameter.
+    let nobody = uuid::Uuid::now_v7();
+    assert_eq!(app.get(k, &format!("/members/{nobody}/memberships")).await.status, 404);
+    assert_eq!(app.get(k, &format!("/member-memberships/{nobody}")).await.status, 404);
+    let bad = app.get(k, "/member-memberships?active_on=2026-02-30").await;
+    assert_eq!(bad.status, 422, "{}", bad.body);
+    assert!(bad.body["errors"]["active_on"].is_array(), "{}", bad.body);
+    // Another gym sees none of them.
+    let other = app.gym("Elsewhere").await;
+    assert_eq!(total(&app, &other.live_key, "/member-memberships").await, 0);
+    assert_eq!(app.get(&other.live_key, &format!("/members/{ada}/memberships")).await.status, 404);
+}
