@@ -31,8 +31,9 @@ pub fn generate(document: &str) -> Result<String, String> {
     let mut doc: serde_json::Value =
         serde_yaml_ng::from_str(document).map_err(|e| format!("not a valid OpenAPI 3.0 document: {e}"))?;
     known_values(&mut doc);
+    let reached = reached_schemas(&doc);
     let doc: OpenAPI = serde_json::from_value(doc).map_err(|e| format!("not a valid OpenAPI 3.0 document: {e}"))?;
-    let tokens = Generator::new(&doc).run()?;
+    let tokens = Generator::new(&doc, reached).run()?;
     let file: syn::File = syn::parse2(tokens).map_err(|e| format!("the generated code does not parse: {e}"))?;
     Ok(prettyplease::unparse(&file))
 }
@@ -54,8 +55,40 @@ fn known_values(v: &mut serde_json::Value) {
     }
 }
 
+/// The component schemas the operations reach, through their parameters, bodies, responses and
+/// the schemas those name. Only they become types: a schema no operation reaches (a webhook
+/// payload, documented for its receivers) needs none, and may use what this generator does not
+/// support (a `oneOf` with a discriminator).
+fn reached_schemas(doc: &serde_json::Value) -> std::collections::BTreeSet<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut todo = vec![&doc["paths"]];
+    while let Some(node) = todo.pop() {
+        match node {
+            serde_json::Value::Object(m) => {
+                for (key, value) in m {
+                    match (key.as_str(), value.as_str()) {
+                        ("$ref", Some(r)) => {
+                            if let Some(target) = doc.pointer(r.trim_start_matches('#'))
+                                && seen.insert(r.to_string())
+                            {
+                                todo.push(target);
+                            }
+                        }
+                        _ => todo.push(value),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => todo.extend(items),
+            _ => {}
+        }
+    }
+    seen.iter().filter_map(|r| r.strip_prefix("#/components/schemas/")).map(str::to_string).collect()
+}
+
 struct Generator<'a> {
     doc: &'a OpenAPI,
+    /// The names of the component schemas that become types.
+    reached: std::collections::BTreeSet<String>,
     /// Generated items, keyed by type name so that every name is emitted once.
     items: BTreeMap<String, TokenStream>,
 }
@@ -70,13 +103,14 @@ struct Param {
 }
 
 impl<'a> Generator<'a> {
-    fn new(doc: &'a OpenAPI) -> Self {
-        Self { doc, items: BTreeMap::new() }
+    fn new(doc: &'a OpenAPI, reached: std::collections::BTreeSet<String>) -> Self {
+        Self { doc, reached, items: BTreeMap::new() }
     }
 
     fn run(mut self) -> GenResult<TokenStream> {
         let components = self.doc.components.as_ref().ok_or("the document has no components")?;
-        for (name, schema) in &components.schemas {
+        let reached = std::mem::take(&mut self.reached);
+        for (name, schema) in components.schemas.iter().filter(|(name, _)| reached.contains(*name)) {
             let pointer = format!("#/components/schemas/{name}");
             let schema = match schema {
                 ReferenceOr::Item(s) => s,

@@ -128,21 +128,25 @@ fn what_it_cannot_generate_is_refused_at_its_spot() {
             responses.lines().map(|l| format!("      {l}\n")).collect::<String>()
         )
     };
-    let ok = "'200':\n  description: ok\n  content: {application/json: {schema: {$ref: '#/components/schemas/Thing'}}}";
+    let answers = |schema: &str| {
+        op(&format!(
+            "'200':\n  description: ok\n  content: {{application/json: {{schema: {{$ref: '#/components/schemas/{schema}'}}}}}}"
+        ))
+    };
     let cases = [
         (
             format!("{THING}Alias: {{$ref: '#/components/schemas/Thing'}}"),
-            op(ok),
+            answers("Alias"),
             "#/components/schemas/Alias: a schema alias ($ref) is not supported",
         ),
         (
             format!("{THING}Odd:\n  type: object\n  properties:\n    n: {{type: integer}}"),
-            op(ok),
+            answers("Odd"),
             "#/components/schemas/Odd/properties/n: integers need `format: int32` or `format: int64`",
         ),
         (
             format!("{THING}Either:\n  oneOf: [{{type: string}}, {{type: boolean}}]"),
-            op(ok),
+            answers("Either"),
             "#/components/schemas/Either: only object and string-enum schemas may be named components",
         ),
         (
@@ -167,6 +171,16 @@ fn what_it_cannot_generate_is_refused_at_its_spot() {
         let error = refused(&schemas, &paths);
         assert!(error.contains(expected), "expected {expected:?}, got {error:?}");
     }
+}
+
+#[test]
+fn a_schema_no_operation_reaches_becomes_no_type() {
+    let schemas = format!(
+        "{THING}Event:\n  oneOf: [{{$ref: '#/components/schemas/Thing'}}]\n  discriminator: {{propertyName: name}}\nLoose:\n  type: object\n  properties: {{n: {{type: integer}}}}"
+    );
+    let code = flat(&generated(&schemas, GET_THING));
+    assert!(code.contains("pub struct Thing"), "{code}");
+    assert!(!code.contains("Event") && !code.contains("Loose"), "{code}");
 }
 
 #[test]

@@ -9,7 +9,7 @@ use super::{Handlers, find_in_gym};
 use crate::listing::{Envelope, list_page, listing};
 use crate::openapi::*;
 use crate::types::wire::Json;
-use crate::{context::RequestContext, errors::ApiError, pagination::Page};
+use crate::{context::RequestContext, errors::ApiError, pagination::Page, webhooks::EventType};
 
 const KIND: &str = "webhook delivery";
 
@@ -23,14 +23,31 @@ struct StoredAttempt {
     duration_ms: i64,
 }
 
-fn delivery(d: webhook_delivery::Model) -> WebhookDelivery {
+/// The document's value of an event type: a type added to `EventType` alone does not compile.
+fn event_type(t: EventType) -> WebhookEventType {
+    match t {
+        EventType::MemberCreated => WebhookEventType::MemberCreated,
+        EventType::MemberUpdated => WebhookEventType::MemberUpdated,
+        EventType::AttendanceCreated => WebhookEventType::AttendanceCreated,
+        EventType::PurchaseCreated => WebhookEventType::PurchaseCreated,
+        EventType::PurchaseUpdated => WebhookEventType::PurchaseUpdated,
+        EventType::ImportCompleted => WebhookEventType::ImportCompleted,
+        EventType::Ping => WebhookEventType::Ping,
+    }
+}
+
+fn delivery(d: webhook_delivery::Model) -> Result<WebhookDelivery, ApiError> {
+    let stored = d.event_type;
+    let event_type = EventType::parse(&stored)
+        .map(event_type)
+        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("a delivery holds an unknown event type {stored:?}")))?;
     let attempts: Vec<StoredAttempt> = serde_json::from_str(&d.attempts).unwrap_or_default();
-    WebhookDelivery {
+    Ok(WebhookDelivery {
         object: WebhookDeliveryObject::WebhookDelivery,
         id: d.id,
         endpoint_id: d.endpoint_id,
         event_id: d.event_id,
-        event_type: d.event_type,
+        event_type,
         status: d.status.into(),
         attempts: attempts
             .into_iter()
@@ -45,7 +62,7 @@ fn delivery(d: webhook_delivery::Model) -> WebhookDelivery {
         next_attempt_at: d.next_attempt_at.into(),
         created_at: d.created_at,
         updated_at: d.updated_at,
-    }
+    })
 }
 
 impl WebhooksApi for Handlers {
@@ -70,7 +87,8 @@ impl WebhooksApi for Handlers {
         }
         let listing = listing!(webhook_delivery, CreatedAt, None);
         let rows = list_page(self.db(), ctx, &mut page, select, listing, p.updated_since, None).await?;
-        Ok(ListWebhookDeliveriesResponse::Ok(Json(WebhookDeliveryList::of(&page, rows.into_iter().map(delivery)))))
+        let data = rows.into_iter().map(delivery).collect::<Result<Vec<_>, _>>()?;
+        Ok(ListWebhookDeliveriesResponse::Ok(Json(WebhookDeliveryList::of(&page, data))))
     }
 
     async fn get_webhook_delivery(
@@ -79,7 +97,7 @@ impl WebhooksApi for Handlers {
         p: GetWebhookDeliveryParams,
     ) -> Result<GetWebhookDeliveryResponse, ApiError> {
         let d = find_in_gym::<Entity>(self.db(), ctx.tenant.gym_id, KIND, &p.id).await?;
-        Ok(GetWebhookDeliveryResponse::Ok(Json(delivery(d))))
+        Ok(GetWebhookDeliveryResponse::Ok(Json(delivery(d)?)))
     }
 
     async fn redeliver_webhook_delivery(
@@ -94,6 +112,6 @@ impl WebhooksApi for Handlers {
             .ok_or_else(|| ApiError::not_found(KIND, &p.id))?;
         txn.commit().await?;
         self.state.webhooks.notify_one();
-        Ok(RedeliverWebhookDeliveryResponse::Accepted(Json(delivery(d))))
+        Ok(RedeliverWebhookDeliveryResponse::Accepted(Json(delivery(d)?)))
     }
 }

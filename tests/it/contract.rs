@@ -355,3 +355,35 @@ async fn every_operation_documents_its_default_error() {
     assert_eq!(r.body["error"]["type"], "method_not_allowed");
     assert_eq!(r.headers.get("allow").and_then(|v| v.to_str().ok()), Some("GET, POST"));
 }
+
+/// Every event type the service can emit is in the document three times over: a value of
+/// `WebhookEventType`, a branch of `WebhookEvent` (by its discriminator) whose `type` names it, and
+/// an entry of `x-webhooks` with the Standard Webhooks headers; and the document names no other.
+#[tokio::test]
+async fn every_event_the_service_emits_is_documented_with_its_payload() {
+    use gymapi::webhooks::EventType;
+    let doc = oracle().doc();
+    let schemas = &doc["components"]["schemas"];
+    let known: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
+    let listed: Vec<&str> =
+        schemas["WebhookEventType"]["x-extensible-enum"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert_eq!(listed, known, "WebhookEventType");
+    let hooks = doc["x-webhooks"].as_object().expect("x-webhooks");
+    assert_eq!(
+        hooks.keys().map(String::as_str).collect::<std::collections::BTreeSet<_>>(),
+        known.iter().copied().collect()
+    );
+    let branches: Vec<&Value> = schemas["WebhookEvent"]["oneOf"].as_array().unwrap().iter().collect();
+    for t in known {
+        let post = &hooks[t]["post"];
+        let body = post["requestBody"]["content"]["application/json"]["schema"]["$ref"].as_str().unwrap();
+        assert_eq!(schemas["WebhookEvent"]["discriminator"]["mapping"][t], body, "{t}: the discriminator's branch");
+        assert!(branches.iter().any(|b| b["$ref"] == body), "{t}: {body} is no branch of WebhookEvent");
+        let branch = &schemas[body.trim_start_matches("#/components/schemas/")];
+        assert!(branch["properties"]["type"]["enum"].as_array().unwrap().contains(&json!(t)), "{t}: {body}");
+        let headers: Vec<&str> =
+            post["parameters"].as_array().unwrap().iter().map(|p| resolve(doc, p)["name"].as_str().unwrap()).collect();
+        assert_eq!(headers, ["webhook-id", "webhook-timestamp", "webhook-signature"], "{t}");
+        assert!(post["responses"].get("2XX").is_some(), "{t}");
+    }
+}

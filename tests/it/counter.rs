@@ -372,6 +372,7 @@ async fn each_sale_event_is_queued_once_per_endpoint() {
     for e in events.iter().filter(|e| e.event_type.starts_with("purchase.")) {
         let payload: Value = serde_json::from_str(&e.payload).unwrap();
         crate::common::oracle().check_schema("PurchaseEvent", &payload);
+        crate::common::oracle().check_schema("WebhookEvent", &payload);
         assert_eq!(payload["data"]["id"], order["id"]);
     }
 }

@@ -144,7 +144,9 @@ async fn the_door_decides_by_every_rule_and_writes_each_decision_as_attendance()
     let attendance_events: Vec<_> = events.iter().filter(|e| e.event_type == "attendance.created").collect();
     assert_eq!(attendance_events.len(), 9);
     for e in attendance_events {
-        oracle().check_schema("AttendanceEvent", &serde_json::from_str(&e.payload).unwrap());
+        let payload: serde_json::Value = serde_json::from_str(&e.payload).unwrap();
+        oracle().check_schema("AttendanceEvent", &payload);
+        oracle().check_schema("WebhookEvent", &payload);
     }
 }
 

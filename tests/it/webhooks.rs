@@ -272,6 +272,7 @@ async fn a_rotated_secret_signs_beside_the_new_one_and_ping_reaches_one_endpoint
     let got = receiver.wait_for(1).await;
     assert_eq!(got[0].json()["type"], "ping");
     crate::common::oracle().check_schema("PingEvent", &got[0].json());
+    crate::common::oracle().check_schema("WebhookEvent", &got[0].json());
     assert_eq!(got[0].header("webhook-signature").split(' ').count(), 2);
     assert!(verify(&ep.secret, &got[0]) && verify(&rotated.secret, &got[0]));
     delivery_in(&app, &gym.live_key, &delivery.to_string(), "delivered").await;
