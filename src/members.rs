@@ -228,7 +228,7 @@ pub fn record(m: member::Model) -> Member {
 /// Queues the webhook event of a member written through the API, in its transaction; whether a
 /// delivery was queued (the dispatcher is woken after the commit).
 pub async fn announce(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType, m: &Member) -> Result<bool, DbErr> {
-    let data = poem_openapi::types::ToJSON::to_json(m).unwrap_or_default();
+    let data = crate::types::wire::value(m);
     webhooks::emit(db, gym_id, event, data).await
 }
 

@@ -137,6 +137,6 @@ pub async fn announce(
     event: EventType,
     sale: &Purchase,
 ) -> Result<bool, DbErr> {
-    let data = poem_openapi::types::ToJSON::to_json(sale).unwrap_or_default();
+    let data = crate::types::wire::value(sale);
     webhooks::emit_with(db, writes, gym_id, event, data).await
 }

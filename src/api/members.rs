@@ -223,7 +223,7 @@ impl MembersApi for Handlers {
         let mut writes = Writes::new();
         writes.push(member::Entity::insert(row).build(backend));
         writes.extend(members::count_statement(backend, gym_id, Change::Added(vec![status])));
-        let data = poem_openapi::types::ToJSON::to_json(&member).unwrap_or_default();
+        let data = crate::types::wire::value(&member);
         let queued = webhooks::emit_with(&txn, &mut writes, gym_id, EventType::MemberCreated, data).await?;
         if let Err(e) = writes.run(&txn).await {
             drop(txn);

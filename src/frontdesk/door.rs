@@ -89,7 +89,7 @@ pub async fn decide(db: &Db, door: &device::Model, tz: Tz, who: &Who) -> Result<
     if let (Some(m), true) = (&member, entries::is_visit(kind, status)) {
         writes.extend(entries::visits_statement(backend, gym_id, &[(m.id, 1, at)], at));
     }
-    let data = poem_openapi::types::ToJSON::to_json(&entries::record(entry.clone())).unwrap_or_default();
+    let data = crate::types::wire::value(&entries::record(entry.clone()));
     let queued = webhooks::emit_with(&txn, &mut writes, gym_id, EventType::AttendanceCreated, data).await?;
     // Last: every door and import of the gym adds to these rows, which stay locked until the commit.
     writes.extend(entries::count_statement(backend, gym_id, &[status]));

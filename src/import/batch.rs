@@ -164,7 +164,7 @@ pub(super) async fn finish(
     let Batch { gym_id, entity, received, .. } = batch;
     let tally = Tally { received: count(received), created: count(created) };
     record_batch(&txn, gym_id, entity, tally, at).await?;
-    let data = poem_openapi::types::ToJSON::to_json(&tally.result(entity, false)).unwrap_or_default();
+    let data = crate::types::wire::value(&tally.result(entity, false));
     webhooks::emit(&txn, gym_id, EventType::ImportCompleted, data).await?;
     txn.commit().await?;
     Ok(created)

@@ -168,6 +168,12 @@ async fn events_arrive_signed_with_the_record_as_the_api_returns_it() {
         let sent_at: i64 = r.header("webhook-timestamp").parse().unwrap();
         assert!((chrono::Utc::now().timestamp() - sent_at).abs() < 60);
         crate::common::oracle().check_schema("WebhookEvent", &event);
+        // One time form in envelopes and records alike: UTC, microseconds, `Z`.
+        for t in [&event["created_at"], &event["data"]["created_at"]].into_iter().filter(|t| !t.is_null()) {
+            let t = t.as_str().unwrap();
+            let parsed = chrono::DateTime::parse_from_rfc3339(t).map(|p| p.to_utc());
+            assert_eq!(parsed.map(gymapi::records::rfc3339).as_deref(), Ok(t), "{event}");
+        }
     }
     crate::common::oracle().check_schema("MemberEvent", &got[0].json());
     crate::common::oracle().check_schema("ImportCompletedEvent", &got[2].json());
