@@ -7,7 +7,7 @@ use poem_openapi::OpenApiService;
 
 use crate::{
     api::Handlers,
-    contract::{API_BASE, DEVICES_BASE, Family},
+    contract::{API_BASE, DEVICES_BASE, Family, Rules},
     devices::DeviceHandlers,
     errors::ApiError,
     health, middleware, openapi,
@@ -30,10 +30,11 @@ pub fn app(state: AppState) -> impl Endpoint<Output = Response> {
     let (api_state, devices_state) = (state.clone(), state.clone());
     let limits =
         Arc::new(middleware::EdgeLimits { body_timeout: state.config.body_timeout, metrics: state.metrics.clone() });
+    let rules: Arc<dyn Rules> = Arc::new(crate::api::WriteRules::new(state.clone()));
     let api = openapi_service(&state)
-        .around(move |ep, req| middleware::gate(ep, req, api_state.clone(), Family::Integration));
+        .around(move |ep, req| middleware::gate(ep, req, api_state.clone(), Family::Integration, Some(rules.clone())));
     let devices = devices_service(&state)
-        .around(move |ep, req| middleware::gate(ep, req, devices_state.clone(), Family::Devices));
+        .around(move |ep, req| middleware::gate(ep, req, devices_state.clone(), Family::Devices, None));
     Route::new()
         .at("/healthz", get(health::healthz))
         .at("/readyz", get(health::readyz))

@@ -51,6 +51,23 @@ impl Family {
     }
 }
 
+/// What of a write the schema cannot state (an email already taken, another gym's facility, a
+/// legacy id twice in an import batch), checked on what of a body the schema refused still parsed,
+/// so that one 422 names every problem at once (openapi.yaml, "Errors"). The gate asks it; the
+/// handlers' room implements it, since the rules are theirs.
+pub trait Rules: Send + Sync {
+    /// The problems of the fields (and import rows) of `body` that `refused` does not name, for
+    /// the operation `operation` of the gym `gym_id` at `path` (below the family's base).
+    fn check<'a>(
+        &'a self,
+        operation: &'a str,
+        gym_id: uuid::Uuid,
+        path: &'a str,
+        body: &'a Value,
+        refused: &'a FieldErrors,
+    ) -> futures_util::future::BoxFuture<'a, FieldErrors>;
+}
+
 /// Largest request body accepted (an import batch of 500 rows is far below it).
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 

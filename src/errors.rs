@@ -34,6 +34,13 @@ impl FieldErrors {
         self.0.is_empty()
     }
 
+    /// Adds every problem of `other`.
+    pub fn merge(&mut self, other: FieldErrors) {
+        for (field, messages) in other.0 {
+            self.0.entry(field).or_default().extend(messages);
+        }
+    }
+
     /// poem-openapi's own parse failures, by the parameter or body they name.
     pub fn from_parse(err: &poem::Error) -> Self {
         let mut errors = Self::new();

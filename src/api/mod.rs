@@ -6,8 +6,11 @@ mod catalog;
 mod import;
 mod member_memberships;
 mod members;
+mod rules;
 mod statistics;
 mod webhooks;
+
+pub use rules::WriteRules;
 
 use crate::openapi::Money;
 use sea_orm::{ConnectionTrait, DbBackend, EntityTrait, PrimaryKeyTrait};

@@ -57,15 +57,42 @@ pub(super) fn field(i: usize, name: &str) -> String {
     format!("rows.{i}.{name}")
 }
 
+/// The problem of a value that an earlier row of the batch (`first`) holds already.
+pub(super) fn twice(name: &str, first: usize) -> String {
+    format!("The {name} appears more than once in this batch (row {first}).")
+}
+
+/// The problems of a batch made of some rows of a larger one (`places[j]` is the place of row `j`
+/// in it), named as in the larger batch: `rows.J.field` and "(row J)" become `rows.I...`.
+pub fn in_batch(problems: FieldErrors, places: &[usize]) -> FieldErrors {
+    let place = |j: &str| j.parse::<usize>().ok().and_then(|j| places.get(j)).map(usize::to_string);
+    let mut renamed = FieldErrors::new();
+    for (field, messages) in problems.0 {
+        let field = match field.strip_prefix("rows.").map(|rest| rest.split_once('.').unwrap_or((rest, ""))) {
+            Some((j, rest)) => match (place(j), rest) {
+                (Some(i), "") => format!("rows.{i}"),
+                (Some(i), rest) => format!("rows.{i}.{rest}"),
+                (None, _) => field,
+            },
+            None => field,
+        };
+        for m in messages {
+            let m = match m.strip_suffix(").").and_then(|head| head.rsplit_once("(row ")) {
+                Some((text, j)) if place(j).is_some() => format!("{text}(row {}).", place(j).unwrap_or_default()),
+                _ => m,
+            };
+            renamed.add(field.clone(), m);
+        }
+    }
+    renamed
+}
+
 /// Flags a `legacy_id` that appears twice in one batch (on the later row).
 pub(super) fn check_batch_ids<'a>(ids: impl Iterator<Item = &'a str>, errors: &mut FieldErrors) {
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for (i, id) in ids.enumerate() {
         if let Some(first) = seen.insert(id, i) {
-            errors.add(
-                field(i, "legacy_id"),
-                format!("The legacy_id appears more than once in this batch (row {first})."),
-            );
+            errors.add(field(i, "legacy_id"), twice("legacy_id", first));
         }
     }
 }
@@ -217,4 +244,25 @@ async fn record_batch(
     ];
     db.execute(Statement::from_sql_and_values(backend, sql, values)).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn some_rows_problems_are_named_by_their_place_in_the_whole_batch() {
+        let mut problems = FieldErrors::new();
+        problems.add("rows.1.email", twice("email", 0));
+        problems.add("rows.0", "The row is odd.");
+        problems.add("rows", "The batch is odd.");
+        let renamed = in_batch(problems, &[2, 5]);
+        let expected = [
+            ("rows", "The batch is odd."),
+            ("rows.2", "The row is odd."),
+            ("rows.5.email", "The email appears more than once in this batch (row 2)."),
+        ];
+        let got: Vec<(&str, &str)> = renamed.0.iter().map(|(f, m)| (f.as_str(), m[0].as_str())).collect();
+        assert_eq!(got, expected);
+    }
 }

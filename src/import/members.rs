@@ -9,7 +9,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr};
 use uuid::Uuid;
 
 use super::{
-    batch::{Batch, check_batch_ids, field, finish, no_facility, planned, run},
+    batch::{Batch, check_batch_ids, field, finish, no_facility, planned, run, twice},
     sql::{Legacy, insert_new, lookup, returned},
 };
 use crate::{
@@ -114,7 +114,7 @@ fn check_unique<T>(
         if taken.contains_key(&v) {
             errors.add(field(i, name), taken_message);
         } else if let Some(first) = in_batch.insert(v, i) {
-            errors.add(field(i, name), format!("The {name} appears more than once in this batch (row {first})."));
+            errors.add(field(i, name), twice(name, first));
         }
     }
 }

@@ -24,6 +24,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
 pub use attendance::attendance;
+pub use batch::in_batch;
 pub use members::members;
 pub use memberships::memberships;
 pub use plans::plans;

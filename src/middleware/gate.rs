@@ -12,7 +12,7 @@ use crate::{
     auth::{self, Admitted},
     config::Config,
     context::RequestContext,
-    contract::{Family, MAX_BODY_BYTES, Operation, RouteMatch},
+    contract::{Family, MAX_BODY_BYTES, Operation, RouteMatch, Rules},
     errors::{ApiError, NO_API_ACCESS_MESSAGE, NO_DEVICE_ACCESS_MESSAGE, to_json_error},
     limits::{Budget, Decision, IdempotencyAsk, IdempotencyState, RatePolicy, records::RecordKey},
     state::AppState,
@@ -27,7 +27,7 @@ async fn guarded<E: Endpoint>(
     next: Arc<E>,
     mut req: Request,
     state: &AppState,
-    family: Family,
+    (family, rules): (Family, Option<&dyn Rules>),
     matched: RouteMatch<'_>,
 ) -> poem::Result<Response> {
     let key = auth::key_from_headers(req.headers());
@@ -60,7 +60,7 @@ async fn guarded<E: Endpoint>(
         None => {
             state.last_used.touch(&state.db, tenant.key_id);
             state.usage.record(tenant.owner_gym_id, tenant.key_id);
-            Box::pin(route(next, req, state, (tenant, family, matched), &mut begun)).await
+            Box::pin(route(next, req, state, (tenant, family, matched, rules), &mut begun)).await
         }
     };
     // Refused before its handler: a key the store began for this request is free again.
@@ -91,13 +91,21 @@ fn rate_limit_headers(headers: &mut poem::http::HeaderMap, decision: &Decision, 
 
 /// Marks the response with its operation (for the edge's counts), whatever answered it.
 /// The request's route is found once, here, for the counts, the keyed write and the handler.
-pub async fn gate<E: Endpoint>(next: Arc<E>, req: Request, state: AppState, family: Family) -> poem::Result<Response> {
+/// The family's gate; `rules` are its writes' rules beyond the schema, asked when the schema
+/// refuses a body so that the 422 names every problem.
+pub async fn gate<E: Endpoint>(
+    next: Arc<E>,
+    req: Request,
+    state: AppState,
+    family: Family,
+    rules: Option<Arc<dyn Rules>>,
+) -> poem::Result<Response> {
     let matched = state.contract(family).route(req.method(), req.uri().path());
     let operation = match &matched {
         RouteMatch::Operation(op) => op.id.clone(),
         _ => "unmatched".to_string(),
     };
-    let mut response = guarded(next, req, &state, family, matched).await?;
+    let mut response = guarded(next, req, &state, (family, rules.as_deref()), matched).await?;
     response.extensions_mut().insert(crate::metrics::Operation(operation));
     Ok(response)
 }
@@ -162,7 +170,7 @@ async fn route<E: Endpoint>(
     next: Arc<E>,
     mut req: Request,
     state: &AppState,
-    (tenant, family, matched): (crate::context::Tenant, Family, RouteMatch<'_>),
+    (tenant, family, matched, rules): (crate::context::Tenant, Family, RouteMatch<'_>, Option<&dyn Rules>),
     begun: &mut Option<(Prepared, Option<IdempotencyState>)>,
 ) -> Response {
     let path = req.uri().path().to_string();
@@ -213,6 +221,12 @@ async fn route<E: Endpoint>(
                     }
                 }
             }
+        }
+        if let Some(rules) = rules.filter(|_| !errors.is_empty() && !errors.0.contains_key("body"))
+            && let Ok(value) = serde_json::from_slice::<serde_json::Value>(&body)
+        {
+            let more = rules.check(&op.id, tenant.gym_id, &path, &value, &errors).await;
+            errors.merge(more);
         }
         req.set_body(body);
     }

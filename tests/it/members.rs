@@ -688,3 +688,63 @@ async fn first_link(app: &TestApp, key: &str, headers: &[(&str, &str)]) -> Strin
     assert_eq!(r.status, 200, "{}", r.body);
     r.body["links"]["first"].as_str().unwrap().to_string()
 }
+
+/// Problems the schema cannot see (an email or card taken, another gym's facility, a duplicate in
+/// a batch) come in the same 422 as the schema's, for every field and row that parsed.
+#[tokio::test]
+async fn one_422_names_the_schemas_problems_and_the_rules_problems() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Rules").await;
+    let k = &gym.live_key;
+    let taken = json!({"first_name": "Ada", "last_name": "L", "email": "ada@example.com", "access_card": "C-1"});
+    let ada = app.post(k, "/members", taken).await.body;
+    let elsewhere = uuid::Uuid::now_v7();
+    let r = app
+        .post(
+            k,
+            "/members",
+            json!({"first_name": "", "last_name": "X", "email": "ADA@example.com", "access_card": "C-1",
+                   "facility_id": elsewhere.to_string()}),
+        )
+        .await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    let fields: Vec<&str> = r.body["errors"].as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(fields, ["access_card", "email", "facility_id", "first_name"], "{}", r.body);
+    assert_eq!(r.body["errors"]["email"][0], "The email has already been taken.");
+
+    let grace = app.member(k, "Grace", "Hopper").await;
+    let r = app
+        .patch(
+            k,
+            &format!("/members/{}", grace["id"].as_str().unwrap()),
+            json!({"status": "gone", "email": "ada@example.com"}),
+        )
+        .await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    let fields: Vec<&str> = r.body["errors"].as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(fields, ["email", "status"], "{}", r.body);
+    // A member's own email is not taken by itself.
+    let r = app
+        .patch(
+            k,
+            &format!("/members/{}", ada["id"].as_str().unwrap()),
+            json!({"status": "gone", "email": "ada@example.com"}),
+        )
+        .await;
+    assert_eq!(r.body["errors"].as_object().unwrap().keys().collect::<Vec<_>>(), ["status"], "{}", r.body);
+
+    // A batch: the schema refuses row 0; rows 1 to 3 parsed, and their rules are checked as rows
+    // of the whole batch.
+    let rows = json!({"rows": [
+        {"legacy_id": "M-0", "first_name": "", "last_name": "Refused"},
+        {"legacy_id": "M-1", "first_name": "Taken", "last_name": "Email", "email": "ada@example.com"},
+        {"legacy_id": "M-2", "first_name": "Fine", "last_name": "Row"},
+        {"legacy_id": "M-2", "first_name": "Twice", "last_name": "Row"},
+    ]});
+    let r = app.post(k, "/import/members", rows).await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    let fields: Vec<&str> = r.body["errors"].as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(fields, ["rows.0.first_name", "rows.1.email", "rows.3.legacy_id"], "{}", r.body);
+    assert_eq!(r.body["errors"]["rows.3.legacy_id"][0], "The legacy_id appears more than once in this batch (row 2).");
+    assert_eq!(app.get(k, "/members").await.body["meta"]["total"], 2, "a refused batch writes nothing");
+}
