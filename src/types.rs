@@ -137,6 +137,28 @@ impl ToJSON for Date {
     }
 }
 
+/// A YAML document response (`application/yaml`, a free-form object): a document serving itself.
+#[derive(Debug)]
+pub struct Yaml(pub &'static str);
+
+impl poem_openapi::payload::Payload for Yaml {
+    const CONTENT_TYPE: &'static str = "application/yaml";
+
+    fn check_content_type(content_type: &str) -> bool {
+        content_type.split(';').next().is_some_and(|essence| essence.trim() == Self::CONTENT_TYPE)
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        <std::collections::BTreeMap<String, Value> as Type>::schema_ref()
+    }
+}
+
+impl poem::IntoResponse for Yaml {
+    fn into_response(self) -> poem::Response {
+        poem::Response::builder().content_type(<Self as poem_openapi::payload::Payload>::CONTENT_TYPE).body(self.0)
+    }
+}
+
 /// `Payload` for a JSON payload type of ours (`wire::Json`, `body::Body`): the content type and
 /// schema of poem-openapi's `Json`, so the emitted document is the same.
 macro_rules! json_payload {

@@ -533,16 +533,19 @@ impl<'a> Generator<'a> {
             };
             let response_pointer = format!("{pointer}.responses.{code}");
             let response = self.resolve_response(response, &response_pointer)?;
-            let media = response
-                .content
-                .get("application/json")
-                .ok_or_else(|| format!("{response_pointer}: every response must be application/json"))?;
-            let schema = media.schema.as_ref().ok_or_else(|| format!("{response_pointer}: a schema is required"))?;
-            let ty = self.rust_type(schema, &format!("{}{code}", names.type_base), &response_pointer)?;
+            let payload = match response.content.get("application/json") {
+                Some(media) => {
+                    let schema =
+                        media.schema.as_ref().ok_or_else(|| format!("{response_pointer}: a schema is required"))?;
+                    let ty = self.rust_type(schema, &format!("{}{code}", names.type_base), &response_pointer)?;
+                    quote! { crate::types::wire::Json<#ty> }
+                }
+                None => yaml_payload(&response, &response_pointer)?,
+            };
             let variant = format_ident!("{}", status_variant(code, &response_pointer)?);
             let doc = response.description.clone();
             has_422 |= code == 422;
-            variants.push(quote! { #[doc = #doc] #[oai(status = #code)] #variant(crate::types::wire::Json<#ty>) });
+            variants.push(quote! { #[doc = #doc] #[oai(status = #code)] #variant(#payload) });
         }
         // `default` documents for clients what the server's edge answers on any operation (405,
         // 408, 413, 431, 503): no handler returns it, so it has no variant.
@@ -650,6 +653,22 @@ fn default_literal(value: &serde_json::Value, pointer: &str) -> GenResult<TokenS
         serde_json::Value::String(s) => quote! { #s.to_string() },
         other => return Err(format!("{pointer}: default {other} is not supported")),
     })
+}
+
+/// The payload of a response that is not JSON: only a YAML document (`application/yaml`, a
+/// free-form object, as a document serving itself answers) is supported.
+fn yaml_payload(response: &openapiv3::Response, pointer: &str) -> GenResult<TokenStream> {
+    let refused = || format!("{pointer}: a response must be application/json, or application/yaml of a free-form object");
+    let media = response.content.get("application/yaml").ok_or_else(refused)?;
+    match media.schema.as_ref() {
+        Some(ReferenceOr::Item(Schema { schema_kind: SchemaKind::Type(Type::Object(o)), .. }))
+            if o.properties.is_empty()
+                && matches!(o.additional_properties, Some(openapiv3::AdditionalProperties::Any(true))) =>
+        {
+            Ok(quote! { crate::types::Yaml })
+        }
+        _ => Err(refused()),
+    }
 }
 
 fn status_variant(code: u16, pointer: &str) -> GenResult<&'static str> {

@@ -174,6 +174,19 @@ fn what_it_cannot_generate_is_refused_at_its_spot() {
 }
 
 #[test]
+fn a_yaml_text_response_is_the_yaml_payload_and_other_media_are_refused() {
+    let op = |media: &str| {
+        format!(
+            "/doc:\n  get:\n    operationId: getDoc\n    tags: [Doc]\n    responses:\n      '200':\n        description: it\n        content: {{{media}: {{schema: {{type: object, additionalProperties: true}}}}}}\n"
+        )
+    };
+    let code = flat(&generated(THING, &op("application/yaml")));
+    assert!(code.contains("Ok(crate::types::Yaml)"), "{code}");
+    let error = refused(THING, &op("text/plain"));
+    assert!(error.contains("must be application/json, or application/yaml of a free-form object"), "{error}");
+}
+
+#[test]
 fn a_schema_no_operation_reaches_becomes_no_type() {
     let schemas = format!(
         "{THING}Event:\n  oneOf: [{{$ref: '#/components/schemas/Thing'}}]\n  discriminator: {{propertyName: name}}\nLoose:\n  type: object\n  properties: {{n: {{type: integer}}}}"

@@ -3,6 +3,7 @@
 
 mod attendance;
 mod catalog;
+mod document;
 mod import;
 mod member_memberships;
 mod members;

@@ -2,6 +2,7 @@
 //! trait `build.rs` generated for its tag (`openapi::devices`); the gate checks the key, the plan's
 //! device features and the device budget before them, and the domain is `crate::frontdesk`.
 
+mod document;
 mod doorbells;
 mod doors;
 mod orders;

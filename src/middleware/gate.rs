@@ -174,9 +174,6 @@ async fn route<E: Endpoint>(
     begun: &mut Option<(Prepared, Option<IdempotencyState>)>,
 ) -> Response {
     let path = req.uri().path().to_string();
-    if path == "/openapi.yaml" && req.method() == poem::http::Method::GET {
-        return Response::builder().content_type("application/yaml").body(family.document());
-    }
     let base = family.base();
     let op = match matched {
         RouteMatch::NotFound => {

@@ -47,7 +47,8 @@ fn shape(doc: &Value, schema: &Value, depth: usize) -> Value {
     if let Some(items) = schema.get("items") {
         out.insert("items".into(), shape(doc, items, depth + 1));
     }
-    if let Some(ap) = schema.get("additionalProperties").filter(|v| v.is_object()) {
+    // `additionalProperties: {}` (poem-openapi's any value) is the document's `true`.
+    if let Some(ap) = schema.get("additionalProperties").filter(|v| v.as_object().is_some_and(|m| !m.is_empty())) {
         out.insert("additionalProperties".into(), shape(doc, ap, depth + 1));
     }
     Value::Object(out)
@@ -263,9 +264,26 @@ async fn the_document_is_served_to_keys_and_printed_by_the_cli() {
     let r =
         app.client.get(format!("{}/api/v1/openapi.yaml", app.address)).bearer_auth(&gym.live_key).send().await.unwrap();
     assert_eq!(r.status(), 200);
+    // An operation of the document like any other: its content type, its rate-limit headers.
+    assert_eq!(r.headers()["content-type"], "application/yaml");
+    assert_eq!(r.headers()["x-ratelimit-limit"], "120");
     assert_eq!(
         r.text().await.unwrap(),
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.yaml")).unwrap()
+    );
+    let (_, op) = oracle().operation("GET", "/openapi.yaml").expect("GET /openapi.yaml is an operation");
+    assert!(op["responses"]["200"]["content"]["application/yaml"].is_object(), "{op}");
+    let devices = app
+        .client
+        .get(format!("{}/api/v1/devices/openapi.yaml", app.address))
+        .bearer_auth(&gym.live_key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(devices.status(), 200);
+    assert_eq!(
+        devices.text().await.unwrap(),
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi-devices.yaml")).unwrap()
     );
     let anonymous = app.client.get(format!("{}/api/v1/openapi.yaml", app.address)).send().await.unwrap();
     assert_eq!(anonymous.status(), 401);

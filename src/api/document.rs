@@ -1,0 +1,11 @@
+//! `Document`: openapi.yaml, served by the API it describes.
+
+use super::Handlers;
+use crate::openapi::*;
+use crate::{context::RequestContext, contract::Family, errors::ApiError, types::Yaml};
+
+impl DocumentApi for Handlers {
+    async fn get_open_api_document(&self, _ctx: &RequestContext) -> Result<GetOpenApiDocumentResponse, ApiError> {
+        Ok(GetOpenApiDocumentResponse::Ok(Yaml(Family::Integration.document())))
+    }
+}
