@@ -571,6 +571,7 @@ const EXTENSIBLE: &str = "x-extensible-enum";
 /// name.
 pub fn to_json_schema(v: Value) -> Value {
     match v {
+        Value::Object(m) if m.contains_key("oneOf") && m.contains_key("discriminator") => discriminated(&m),
         Value::Object(m) => {
             let nullable = m.get("nullable").and_then(Value::as_bool).unwrap_or(false);
             let mut out: Map<String, Value> = m
@@ -612,6 +613,23 @@ pub fn to_json_schema(v: Value) -> Value {
         Value::Array(items) => Value::Array(items.into_iter().map(to_json_schema).collect()),
         other => other,
     }
+}
+
+/// A `oneOf` told apart by a discriminator, checked branch by branch: the property must name a
+/// mapped value, and the branch it names must fit. So a row's problems are named field by field
+/// (`rows.3.billing_interval`) instead of "fits none of the branches".
+fn discriminated(m: &Map<String, Value>) -> Value {
+    let property = m["discriminator"]["propertyName"].as_str().unwrap_or_default();
+    let mapping = m["discriminator"]["mapping"].as_object().cloned().unwrap_or_default();
+    let values: Vec<&String> = mapping.keys().collect();
+    let mut all_of = vec![json!({ "properties": { property: { "type": "string", "enum": values } } })];
+    for (value, target) in &mapping {
+        all_of.push(json!({
+            "if": { "properties": { property: { "const": value } }, "required": [property] },
+            "then": { "$ref": target },
+        }));
+    }
+    json!({ "type": "object", "required": [property], "allOf": all_of })
 }
 
 #[cfg(test)]

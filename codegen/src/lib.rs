@@ -167,7 +167,7 @@ impl<'a> Generator<'a> {
         }
         let items = self.items.values();
         Ok(quote! {
-            use poem_openapi::{param::{Header, Path, Query}, types::{MaybeUndefined, Email}, ApiResponse, Enum, Object, OpenApi, Tags};
+            use poem_openapi::{param::{Header, Path, Query}, types::{MaybeUndefined, Email}, ApiResponse, Enum, Object, OpenApi, Tags, Union};
             use poem::web::Data;
             use crate::{context::RequestContext, errors::ApiError, types::{Date, Nullable}};
 
@@ -250,10 +250,60 @@ impl<'a> Generator<'a> {
             SchemaKind::Type(Type::String(s)) if !s.enumeration.is_empty() => {
                 self.string_enum(name, &s.enumeration, schema.schema_data.description.as_deref(), pointer)?;
             }
+            SchemaKind::OneOf { one_of } if schema.schema_data.discriminator.is_some() => {
+                self.union(name, one_of, schema, pointer)?;
+            }
             _ => {
-                return Err(format!("{pointer}: only object and string-enum schemas may be named components"));
+                return Err(format!(
+                    "{pointer}: only object, string-enum and discriminated oneOf schemas may be named components"
+                ));
             }
         }
+        Ok(())
+    }
+
+    /// A `oneOf` of named objects told apart by `discriminator` (each branch names its own value
+    /// of the property, as poem-openapi parses the whole object as the branch): a `Union` enum,
+    /// one variant per mapped value.
+    fn union(&mut self, name: &str, one_of: &[ReferenceOr<Schema>], schema: &Schema, pointer: &str) -> GenResult<()> {
+        let d = schema.schema_data.discriminator.as_ref().ok_or_else(|| format!("{pointer}: no discriminator"))?;
+        let branches: Vec<&str> = one_of
+            .iter()
+            .map(|b| match b {
+                ReferenceOr::Reference { reference } => Ok(reference.as_str()),
+                ReferenceOr::Item(_) => Err(format!("{pointer}/oneOf: every branch must be a $ref")),
+            })
+            .collect::<GenResult<_>>()?;
+        if d.mapping.len() != branches.len() || !d.mapping.values().all(|t| branches.contains(&t.as_str())) {
+            return Err(format!("{pointer}/discriminator: map each branch by exactly one value"));
+        }
+        let mut variants = Vec::new();
+        let mut writes = Vec::new();
+        for (value, target) in &d.mapping {
+            let branch = target
+                .strip_prefix("#/components/schemas/")
+                .ok_or_else(|| format!("{pointer}/discriminator: {target} is not a component schema"))?;
+            let (variant, ty) = (format_ident!("{}", value.to_upper_camel_case()), format_ident!("{branch}"));
+            variants.push(quote! { #[oai(mapping = #value)] #variant(#ty) });
+            writes.push(quote! { Self::#variant(v) => crate::types::wire::Wire::write(v, s) });
+        }
+        let (ident, property) = (format_ident!("{name}"), d.property_name.as_str());
+        let doc = schema.schema_data.description.clone().unwrap_or_else(|| format!("`{name}` of openapi.yaml."));
+        self.items.insert(
+            name.to_string(),
+            quote! {
+                #[doc = #doc]
+                #[derive(Union, Clone, Debug, PartialEq)]
+                #[oai(rename = #name, one_of, discriminator_name = #property)]
+                pub enum #ident { #(#variants),* }
+
+                impl crate::types::wire::Wire for #ident {
+                    fn write<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                        match self { #(#writes),* }
+                    }
+                }
+            },
+        );
         Ok(())
     }
 
@@ -658,7 +708,8 @@ fn default_literal(value: &serde_json::Value, pointer: &str) -> GenResult<TokenS
 /// The payload of a response that is not JSON: only a YAML document (`application/yaml`, a
 /// free-form object, as a document serving itself answers) is supported.
 fn yaml_payload(response: &openapiv3::Response, pointer: &str) -> GenResult<TokenStream> {
-    let refused = || format!("{pointer}: a response must be application/json, or application/yaml of a free-form object");
+    let refused =
+        || format!("{pointer}: a response must be application/json, or application/yaml of a free-form object");
     let media = response.content.get("application/yaml").ok_or_else(refused)?;
     match media.schema.as_ref() {
         Some(ReferenceOr::Item(Schema { schema_kind: SchemaKind::Type(Type::Object(o)), .. }))

@@ -147,7 +147,7 @@ fn what_it_cannot_generate_is_refused_at_its_spot() {
         (
             format!("{THING}Either:\n  oneOf: [{{type: string}}, {{type: boolean}}]"),
             answers("Either"),
-            "#/components/schemas/Either: only object and string-enum schemas may be named components",
+            "#/components/schemas/Either: only object, string-enum and discriminated oneOf schemas may be named components",
         ),
         (
             THING.to_string(),

@@ -9,17 +9,27 @@ use sea_orm::{ActiveValue::Set, ConnectionTrait, DatabaseConnection, DbErr};
 use uuid::Uuid;
 
 use super::{
-    batch::{Batch, check_batch_ids, field, finish, run},
+    batch::{Batch, check_batch_ids, finish, run},
     sql::{Legacy, add_counts, insert_new, lookup, returned},
 };
 use crate::{
     counters,
     errors::{ApiError, FieldErrors},
-    openapi::{ImportEntity, ImportPlanRow, ImportResult, PlanKind},
+    openapi::{
+        ImportEntity, ImportMembershipPlanRow, ImportPlanRow, ImportResult, ImportSubscriptionPlanRow, PlanKind,
+    },
     records::{new_id, now},
 };
 
 type Plans = (Vec<membership_plan::ActiveModel>, Vec<subscription_plan::ActiveModel>, DateTime<Utc>);
+
+/// A row's legacy id, whichever its kind.
+fn legacy_id(r: &ImportPlanRow) -> &str {
+    match r {
+        ImportPlanRow::Membership(m) => &m.legacy_id,
+        ImportPlanRow::Subscription(s) => &s.legacy_id,
+    }
+}
 
 pub async fn plans(
     db: &DatabaseConnection,
@@ -30,17 +40,17 @@ pub async fn plans(
     let batch = Batch { gym_id, entity: ImportEntity::Plans, received: rows.len(), dry_run };
     let validate = || async {
         let mut errors = FieldErrors::new();
-        check_batch_ids(rows.iter().map(|r| r.legacy_id.as_str()), &mut errors);
-        let existing = plan_refs(db, gym_id, rows.iter().map(|r| r.legacy_id.as_str()).collect()).await?;
+        check_batch_ids(rows.iter().map(legacy_id), &mut errors);
+        let existing = plan_refs(db, gym_id, rows.iter().map(legacy_id).collect()).await?;
+        errors.into_result()?;
         let at = now();
         let (mut memberships, mut subscriptions) = (Vec::new(), Vec::new());
-        for (i, r) in rows.iter().enumerate().filter(|(_, r)| !existing.contains_key(&r.legacy_id)) {
-            match r.kind {
-                PlanKind::Membership => memberships.extend(membership(gym_id, i, r, at, &mut errors)),
-                PlanKind::Subscription => subscriptions.extend(subscription(gym_id, i, r, at, &mut errors)),
+        for r in rows.iter().filter(|r| !existing.contains_key(legacy_id(r))) {
+            match r {
+                ImportPlanRow::Membership(m) => memberships.push(membership(gym_id, m, at)),
+                ImportPlanRow::Subscription(s) => subscriptions.push(subscription(gym_id, s, at)),
             }
         }
-        errors.into_result()?;
         let fresh = memberships.len() + subscriptions.len();
         Ok(((memberships, subscriptions, at), fresh))
     };
@@ -56,23 +66,8 @@ pub async fn plans(
     run(db, batch, validate, write).await
 }
 
-/// Row `i` as a membership plan, with the problems of the fields only subscription plans have.
-fn membership(
-    gym_id: Uuid,
-    i: usize,
-    r: &ImportPlanRow,
-    at: DateTime<Utc>,
-    errors: &mut FieldErrors,
-) -> Option<membership_plan::ActiveModel> {
-    for (name, given) in [
-        ("billing_interval", r.billing_interval.is_some()),
-        ("billing_interval_count", r.billing_interval_count.is_some()),
-    ] {
-        if given {
-            errors.add(field(i, name), format!("The {name} is for subscription plans only."));
-        }
-    }
-    Some(membership_plan::ActiveModel {
+fn membership(gym_id: Uuid, r: &ImportMembershipPlanRow, at: DateTime<Utc>) -> membership_plan::ActiveModel {
+    membership_plan::ActiveModel {
         id: Set(new_id()),
         gym_id: Set(gym_id),
         name: Set(r.name.clone()),
@@ -85,43 +80,24 @@ fn membership(
         legacy_id: Set(Some(r.legacy_id.clone())),
         created_at: Set(at),
         updated_at: Set(at),
-    })
+    }
 }
 
-/// Row `i` as a subscription plan, with the problems of the fields only membership plans have;
-/// `None` without its required billing interval.
-fn subscription(
-    gym_id: Uuid,
-    i: usize,
-    r: &ImportPlanRow,
-    at: DateTime<Utc>,
-    errors: &mut FieldErrors,
-) -> Option<subscription_plan::ActiveModel> {
-    for (name, given) in
-        [("duration_days", !r.duration_days.is_undefined()), ("visit_limit", !r.visit_limit.is_undefined())]
-    {
-        if given {
-            errors.add(field(i, name), format!("The {name} is for membership plans only."));
-        }
-    }
-    let Some(interval) = r.billing_interval else {
-        errors.add(field(i, "billing_interval"), "The billing_interval is required for subscription plans.");
-        return None;
-    };
-    Some(subscription_plan::ActiveModel {
+fn subscription(gym_id: Uuid, r: &ImportSubscriptionPlanRow, at: DateTime<Utc>) -> subscription_plan::ActiveModel {
+    subscription_plan::ActiveModel {
         id: Set(new_id()),
         gym_id: Set(gym_id),
         name: Set(r.name.clone()),
         description: Set(r.description.value().cloned()),
         price_amount: Set(r.price.amount),
         currency: Set(r.price.currency.clone()),
-        billing_interval: Set(interval.into()),
+        billing_interval: Set(r.billing_interval.into()),
         billing_interval_count: Set(r.billing_interval_count.unwrap_or(1)),
         status: Set(r.status.map_or(PlanStatus::Active, Into::into)),
         legacy_id: Set(Some(r.legacy_id.clone())),
         created_at: Set(at),
         updated_at: Set(at),
-    })
+    }
 }
 
 /// `legacy_id -> (plan id, kind)` over both plan tables.

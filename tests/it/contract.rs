@@ -17,11 +17,20 @@ fn shape(doc: &Value, schema: &Value, depth: usize) -> Value {
         return shape(doc, target, depth + 1);
     }
     if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
-        // poem-openapi wraps a described reference as allOf [ref, {description}].
-        let refs: Vec<&Value> = all.iter().filter(|s| s.get("$ref").is_some() || s.get("type").is_some()).collect();
-        if refs.len() == 1 {
-            return shape(doc, refs[0], depth + 1);
-        }
+        // poem-openapi wraps a described reference as allOf [ref, {description}], and a branch of
+        // a discriminated union as allOf [{the discriminator's value}, ref]: the parts, merged.
+        let parts: Vec<Value> = all
+            .iter()
+            .filter(|s| s.get("$ref").is_some() || s.get("type").is_some())
+            .map(|s| shape(doc, s, depth + 1))
+            .collect();
+        return parts.into_iter().fold(json!({}), merged);
+    }
+    if let Some(branches) = schema.get("oneOf").and_then(Value::as_array) {
+        // The branches, in any order; the discriminator's mapping names poem-openapi's wrappers.
+        let mut shapes: Vec<Value> = branches.iter().map(|b| shape(doc, b, depth + 1)).collect();
+        shapes.sort_by_key(Value::to_string);
+        return json!({ "oneOf": shapes });
     }
     let mut out = Map::new();
     for key in ["type", "format", "default"] {
@@ -52,6 +61,25 @@ fn shape(doc: &Value, schema: &Value, depth: usize) -> Value {
         out.insert("additionalProperties".into(), shape(doc, ap, depth + 1));
     }
     Value::Object(out)
+}
+
+/// Two shapes of one object as one: properties and required fields of both.
+fn merged(a: Value, b: Value) -> Value {
+    let (Value::Object(mut a), Value::Object(b)) = (a, b) else { return Value::Null };
+    for (k, v) in b {
+        match (k.as_str(), a.get_mut(&k), v) {
+            ("properties", Some(Value::Object(mine)), Value::Object(theirs)) => mine.extend(theirs),
+            ("required", Some(Value::Array(mine)), Value::Array(theirs)) => {
+                mine.extend(theirs);
+                mine.sort_by_key(Value::to_string);
+                mine.dedup();
+            }
+            (_, _, v) => {
+                a.insert(k, v);
+            }
+        }
+    }
+    Value::Object(a)
 }
 
 fn content(doc: &Value, c: &Value) -> Value {

@@ -233,15 +233,19 @@ async fn plan_rows_hold_the_fields_of_their_kind() {
         {"legacy_id": "P-2", "kind": "membership", "name": "Bad", "price": {"amount": 1, "currency": "EUR"}, "billing_interval": "week"},
         {"legacy_id": "P-3", "kind": "subscription", "name": "Bad", "price": {"amount": 1, "currency": "EUR"},
          "billing_interval": "week", "visit_limit": 3},
-        {"legacy_id": "P-3", "kind": "membership", "name": "Twice", "price": {"amount": 1, "currency": "EUR"}},
+        {"legacy_id": "P-4", "kind": "membership", "name": "Once", "price": {"amount": 1, "currency": "EUR"}},
+        {"legacy_id": "P-4", "kind": "membership", "name": "Twice", "price": {"amount": 1, "currency": "EUR"}},
+        {"legacy_id": "P-5", "kind": "yearly", "name": "Unknown kind", "price": {"amount": 1, "currency": "EUR"}},
     ]})).await;
     assert_eq!(r.status, 422);
-    let mut fields: Vec<&String> = r.body["errors"].as_object().unwrap().keys().collect();
-    fields.sort();
+    let fields: Vec<&String> = r.body["errors"].as_object().unwrap().keys().collect();
     assert_eq!(
         fields,
-        ["rows.0.billing_interval", "rows.1.billing_interval", "rows.2.visit_limit", "rows.3.legacy_id"]
+        ["rows.0.billing_interval", "rows.1.billing_interval", "rows.2.visit_limit", "rows.4.legacy_id", "rows.5.kind"],
+        "{}",
+        r.body
     );
+    assert_eq!(r.body["errors"]["rows.4.legacy_id"][0], "The legacy_id appears more than once in this batch (row 3).");
     assert_eq!(total(&app, &gym.live_key, "/memberships").await, 0);
 }
 

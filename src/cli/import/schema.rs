@@ -99,7 +99,24 @@ fn kind_of(doc: &Value, schema: &Value) -> Kind {
     }
 }
 
+/// The fields of an object schema; of a `oneOf`, those of every branch (a kind's values are the
+/// values of all branches: `kind` is `membership` or `subscription`).
 fn properties(doc: &Value, schema: &Value) -> Fields {
+    if let Some(branches) = schema.get("oneOf").and_then(Value::as_array) {
+        let mut all = Fields::new();
+        for (name, kind) in branches.iter().flat_map(|b| properties(doc, resolve(doc, b))) {
+            match (all.get_mut(&name), kind) {
+                (Some(Kind::Enum(known)), Kind::Enum(more)) => {
+                    known.extend(more.into_iter().filter(|v| !known.contains(v)).collect::<Vec<_>>());
+                }
+                (Some(_), _) => {}
+                (None, kind) => {
+                    all.insert(name, kind);
+                }
+            }
+        }
+        return all;
+    }
     schema
         .get("properties")
         .and_then(Value::as_object)
