@@ -315,3 +315,26 @@ async fn a_mapping_file_error_names_its_line() {
         assert!(stderr.contains(&e), "no {e:?} in\n{stderr}");
     }
 }
+
+/// A mapping's constant that only the gym's time zone can read (a time without an offset) and
+/// that zone cannot (its clocks skip it) stops the run before anything is sent, naming it; it was
+/// left out of every row without a word.
+#[tokio::test]
+async fn a_constant_the_gyms_zone_cannot_read_is_refused() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym_in("Zone", "Europe/Berlin").await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("visits.csv");
+    std::fs::write(&file, "legacy_id,status\nV-1,granted\nV-2,granted\n").unwrap();
+    let mapping = dir.path().join("visits.toml");
+    std::fs::write(&mapping, "[attendance.constants]\noccurred_at = \"2026-03-29 02:30\"\n").unwrap();
+    let args = ["--quiet", "--mapping", path(&mapping), "--entity", "attendance", path(&file)];
+    let out = output(gymapi(&args, Some(&gym.live_key), &app.address)).await;
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("attendance.constants.occurred_at") && stderr.contains("does not exist in Europe/Berlin"),
+        "{stderr}"
+    );
+    assert_eq!(app.get(&gym.live_key, "/attendance").await.body["meta"]["total"], 0);
+}

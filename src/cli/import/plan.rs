@@ -76,9 +76,15 @@ impl Plan {
         for (field, text) in section.map(|s| s.constants.as_slice()).unwrap_or_default() {
             let path = path_of(field);
             let kind = leaf(fields, &path).unwrap_or(Kind::Text);
-            let value = conversion(kind, &ColumnRule::default(), &settings).apply(text);
-            if let Ok(Some(v)) = value {
-                constants.push((path, v));
+            // The mapping file's check knew no time zone yet: a time only the gym's zone makes
+            // (or unmakes, in a clock change's gap) is refused here, never left out unsaid.
+            match conversion(kind, &ColumnRule::default(), &settings).apply(text) {
+                Ok(Some(v)) => constants.push((path, v)),
+                Ok(None) => {}
+                Err(why) => {
+                    let kind = entity.name();
+                    return Err(ClientError::BadInput(format!("{kind}.constants.{field}: {text:?}: {why}")));
+                }
             }
         }
         let missing = rules.iter().map(|(c, _)| c).filter(|c| !headers.contains(c)).cloned().collect();
