@@ -11,14 +11,14 @@ use crate::openapi::*;
 use crate::types::{Date, wire::Json};
 use crate::{context::RequestContext, errors::ApiError, pagination::Page};
 
-fn record(m: member_membership::Model) -> MemberMembership {
+fn record(m: member_membership::Model) -> Result<MemberMembership, ApiError> {
     let (plan_kind, plan_id) = match (m.membership_plan_id, m.subscription_plan_id) {
         (Some(id), _) => (PlanKind::Membership, id),
         (None, Some(id)) => (PlanKind::Subscription, id),
-        // The import writes exactly one of the two; a row with neither has no plan to name.
-        (None, None) => (PlanKind::Membership, Uuid::nil()),
+        // The import writes exactly one of the two: a row with neither was not written by gymapi.
+        (None, None) => return Err(ApiError::internal(anyhow::anyhow!("member membership {} names no plan", m.id))),
     };
-    MemberMembership {
+    Ok(MemberMembership {
         object: MemberMembershipObject::MemberMembership,
         id: m.id,
         member_id: m.member_id,
@@ -29,7 +29,7 @@ fn record(m: member_membership::Model) -> MemberMembership {
         legacy_id: m.legacy_id.into(),
         created_at: m.created_at,
         updated_at: m.updated_at,
-    }
+    })
 }
 
 /// The filters both lists share.
@@ -70,7 +70,8 @@ async fn list(
     let select = filters.select(&mut page);
     let listing = listing!(member_membership, CreatedAt, None);
     let rows = list_page(h.db(), ctx, &mut page, select, listing, updated_since, None).await?;
-    Ok(MemberMembershipList::of(&page, rows.into_iter().map(record)))
+    let data = rows.into_iter().map(record).collect::<Result<Vec<_>, _>>()?;
+    Ok(MemberMembershipList::of(&page, data))
 }
 
 impl MemberMembershipsApi for Handlers {
@@ -105,6 +106,6 @@ impl MemberMembershipsApi for Handlers {
     ) -> Result<GetMemberMembershipResponse, ApiError> {
         let kind = "member's membership";
         let m = find_in_gym::<member_membership::Entity>(self.db(), ctx.tenant.gym_id, kind, &p.id).await?;
-        Ok(GetMemberMembershipResponse::Ok(Json(record(m))))
+        Ok(GetMemberMembershipResponse::Ok(Json(record(m)?)))
     }
 }
