@@ -33,7 +33,7 @@ pub fn generate(document: &str) -> Result<String, String> {
     known_values(&mut doc);
     let reached = reached_schemas(&doc);
     let doc: OpenAPI = serde_json::from_value(doc).map_err(|e| format!("not a valid OpenAPI 3.0 document: {e}"))?;
-    let tokens = Generator::new(&doc, reached).run()?;
+    let tokens = Generator::new(&doc).run(&reached)?;
     let file: syn::File = syn::parse2(tokens).map_err(|e| format!("the generated code does not parse: {e}"))?;
     Ok(prettyplease::unparse(&file))
 }
@@ -87,8 +87,6 @@ fn reached_schemas(doc: &serde_json::Value) -> std::collections::BTreeSet<String
 
 struct Generator<'a> {
     doc: &'a OpenAPI,
-    /// The names of the component schemas that become types.
-    reached: std::collections::BTreeSet<String>,
     /// Generated items, keyed by type name so that every name is emitted once.
     items: BTreeMap<String, TokenStream>,
 }
@@ -103,13 +101,13 @@ struct Param {
 }
 
 impl<'a> Generator<'a> {
-    fn new(doc: &'a OpenAPI, reached: std::collections::BTreeSet<String>) -> Self {
-        Self { doc, reached, items: BTreeMap::new() }
+    fn new(doc: &'a OpenAPI) -> Self {
+        Self { doc, items: BTreeMap::new() }
     }
 
-    fn run(mut self) -> GenResult<TokenStream> {
+    /// The layer, with a type for each component schema named in `reached`.
+    fn run(mut self, reached: &std::collections::BTreeSet<String>) -> GenResult<TokenStream> {
         let components = self.doc.components.as_ref().ok_or("the document has no components")?;
-        let reached = std::mem::take(&mut self.reached);
         for (name, schema) in components.schemas.iter().filter(|(name, _)| reached.contains(*name)) {
             let pointer = format!("#/components/schemas/{name}");
             let schema = match schema {

@@ -77,9 +77,10 @@ pub fn in_batch(problems: FieldErrors, places: &[usize]) -> FieldErrors {
             None => field,
         };
         for m in messages {
-            let m = match m.strip_suffix(").").and_then(|head| head.rsplit_once("(row ")) {
-                Some((text, j)) if place(j).is_some() => format!("{text}(row {}).", place(j).unwrap_or_default()),
-                _ => m,
+            let renumbered = m.strip_suffix(").").and_then(|head| head.rsplit_once("(row "));
+            let m = match renumbered.and_then(|(text, j)| Some((text, place(j)?))) {
+                Some((text, i)) => format!("{text}(row {i})."),
+                None => m,
             };
             renamed.add(field.clone(), m);
         }

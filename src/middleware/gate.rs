@@ -211,13 +211,7 @@ async fn route<E: Endpoint>(
             Ok(parsed) => {
                 req.extensions_mut().insert(crate::types::body::Parsed::new(parsed));
             }
-            Err(body_errors) => {
-                for (field, messages) in body_errors.0 {
-                    for m in messages {
-                        errors.add(field.clone(), m);
-                    }
-                }
-            }
+            Err(body_errors) => errors.merge(body_errors),
         }
         if let Some(rules) = rules.filter(|_| !errors.is_empty() && !errors.0.contains_key("body"))
             && let Ok(value) = serde_json::from_slice::<serde_json::Value>(&body)
