@@ -1,6 +1,7 @@
 //! Database connection and migrations (SQLite or PostgreSQL, chosen by URL).
 
 mod batch;
+mod file_writer;
 mod statements;
 mod unit;
 mod writers;

@@ -14,16 +14,16 @@ use entity::{
     subscription_plan, user,
 };
 use rand::{Rng, SeedableRng, rngs::StdRng, seq::SliceRandom};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder, Set,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set};
 use serde_json::json;
 use uuid::Uuid;
 
 use crate::{
     accounts::{self, Actor},
     context::Environment,
-    counters, frontdesk,
+    counters,
+    db::Writing,
+    frontdesk,
     members::{self, NewMember},
     records::{new_id, now},
 };
@@ -240,7 +240,7 @@ fn days_ago(at: DateTime<Utc>, days: i64, rng: &mut StdRng) -> DateTime<Utc> {
 }
 
 /// The membership and subscription plans; returns the membership plans' ids.
-async fn seed_plans(txn: &DatabaseTransaction, gym_id: Uuid, at: DateTime<Utc>) -> anyhow::Result<Vec<Uuid>> {
+async fn seed_plans(txn: &Writing, gym_id: Uuid, at: DateTime<Utc>) -> anyhow::Result<Vec<Uuid>> {
     let t = at - Duration::days(400);
     let plans: Vec<membership_plan::ActiveModel> = [
         ("10-visit card", 9900, Some(90), Some(10)),
@@ -294,7 +294,7 @@ async fn seed_plans(txn: &DatabaseTransaction, gym_id: Uuid, at: DateTime<Utc>) 
 /// 300 members and 2,000 check-ins and door events, the members carrying their visit figures;
 /// returns each member's id and the time it joined.
 async fn seed_members(
-    txn: &DatabaseTransaction,
+    txn: &Writing,
     gym_id: Uuid,
     facilities: [Uuid; 2],
     at: DateTime<Utc>,
@@ -375,7 +375,7 @@ async fn seed_members(
 
 /// Memberships of the first 260 members, a quarter of them open-ended.
 async fn seed_memberships(
-    txn: &DatabaseTransaction,
+    txn: &Writing,
     gym_id: Uuid,
     members: &[(Uuid, DateTime<Utc>)],
     plans: &[Uuid],
@@ -443,7 +443,7 @@ async fn counter(db: &DatabaseConnection, gym_id: Uuid, facility_id: Uuid) -> an
 /// The front desk: a door and a doorbell at the main facility, a door at the second; and an
 /// annual pass running today for the member whose card the banner shows.
 async fn seed_front_desk(
-    txn: &DatabaseTransaction,
+    txn: &Writing,
     gym_id: Uuid,
     facilities: [Uuid; 2],
     door_member: Uuid,
@@ -492,7 +492,7 @@ const CATALOGUE: [(&str, i64); 12] = [
 
 /// The shop's products (the last one archived) and 600 sales of the last 120 days.
 async fn seed_shop(
-    txn: &DatabaseTransaction,
+    txn: &Writing,
     gym_id: Uuid,
     members: &[(Uuid, DateTime<Utc>)],
     at: DateTime<Utc>,

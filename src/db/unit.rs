@@ -16,10 +16,9 @@ use std::{
     sync::{Arc, Mutex, MutexGuard},
 };
 
-use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, Statement};
-use tokio::sync::OwnedMutexGuard;
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, Statement};
 
-use super::writers::{self, Writing};
+use super::writers::{self, Txn, Writing};
 
 tokio::task_local! {
     static UNIT: Unit;
@@ -39,9 +38,8 @@ struct State {
 }
 
 struct Open {
-    txn: Arc<DatabaseTransaction>,
-    /// SQLite: this process's turn to write the file (see `writers`), held to the real commit.
-    _turn: Option<OwnedMutexGuard<()>>,
+    /// On SQLite it holds this process's turn to write the file, to the real commit.
+    txn: Arc<Txn>,
 }
 
 impl Unit {
@@ -60,18 +58,17 @@ impl Unit {
     }
 
     /// The unit's transaction, if a part has begun it.
-    fn txn(&self) -> Option<Arc<DatabaseTransaction>> {
+    fn txn(&self) -> Option<Arc<Txn>> {
         self.state().open.as_ref().map(|o| o.txn.clone())
     }
 
     /// A part of the unit: its transaction, begun now if no part has begun it yet.
-    pub(super) async fn part(&self, db: &DatabaseConnection) -> Result<Arc<DatabaseTransaction>, DbErr> {
+    pub(super) async fn part(&self, db: &DatabaseConnection) -> Result<Arc<Txn>, DbErr> {
         if let Some(txn) = self.txn() {
             return Ok(txn);
         }
-        let (txn, turn) = writers::begin_own(db).await?;
-        let txn = Arc::new(txn);
-        self.state().open = Some(Open { txn: txn.clone(), _turn: turn });
+        let txn = Arc::new(Txn::begin(db).await?);
+        self.state().open = Some(Open { txn: txn.clone() });
         Ok(txn)
     }
 
@@ -99,7 +96,7 @@ impl Unit {
             let mut state = self.state();
             (state.open.take(), std::mem::take(&mut state.hooks))
         };
-        let Some(Open { txn, _turn }) = open else {
+        let Some(Open { txn }) = open else {
             return Err(DbErr::Custom("the keyed write's transaction was rolled back".into()));
         };
         if !changed? {
@@ -108,7 +105,6 @@ impl Unit {
         let txn = Arc::try_unwrap(txn)
             .map_err(|_| DbErr::Custom("a part of the keyed write is still running at its commit".into()))?;
         txn.commit().await?;
-        drop(_turn);
         for hook in hooks {
             hook.await;
         }
@@ -132,7 +128,7 @@ pub(super) fn current() -> Option<Unit> {
 /// PostgreSQL the first statement begins it, so a keyed write is one transaction, its reads
 /// included. On SQLite only a writer begins it (`begin_writing`): reads before it run outside,
 /// without holding the file's write lock.
-pub(super) async fn transaction(db: &DatabaseConnection) -> Result<Option<Arc<DatabaseTransaction>>, DbErr> {
+pub(super) async fn transaction(db: &DatabaseConnection) -> Result<Option<Arc<Txn>>, DbErr> {
     let Some(unit) = current() else { return Ok(None) };
     if let Some(txn) = unit.txn() {
         return Ok(Some(txn));
