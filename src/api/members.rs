@@ -217,14 +217,16 @@ impl MembersApi for Handlers {
         };
         let row = members::row(gym_id, new, now());
         let member = members::record(row.clone().try_into_model()?);
-        // Written first, checked only if the database refuses it (`members::refused`).
-        let txn = crate::db::begin_writing(self.db()).await?;
-        let backend = txn.get_database_backend();
+        // Written first, checked only if the database refuses it (`members::refused`). The gym's
+        // webhook endpoints are read before the transaction, so that on SQLite the file's writer
+        // waits for no read.
+        let backend = self.db().get_database_backend();
         let mut writes = Writes::new();
         writes.push(member::Entity::insert(row).build(backend));
         writes.extend(members::count_statement(backend, gym_id, Change::Added(vec![status])));
         let data = crate::types::wire::value(&member);
-        let queued = webhooks::emit_with(&txn, &mut writes, gym_id, EventType::MemberCreated, data).await?;
+        let queued = webhooks::emit_with(self.db(), &mut writes, gym_id, EventType::MemberCreated, data).await?;
+        let txn = crate::db::begin_writing(self.db()).await?;
         if let Err(e) = writes.run(&txn).await {
             drop(txn);
             let claims = Claims {
