@@ -215,6 +215,15 @@ impl FileTxn {
         self.execute(Statement::from_string(sea_orm::DbBackend::Sqlite, sql.to_string())).await
     }
 
+    /// Runs `last` and commits, in one text; a `last` that fails leaves the transaction to be
+    /// rolled back when it is dropped.
+    pub async fn commit_with(self, last: Statement) -> Result<(), DbErr> {
+        let last = Statement { sql: format!("{}; COMMIT", last.sql), ..last };
+        self.execute(last).await?;
+        self.inner.lock().await.begun = Begun::Not;
+        Ok(())
+    }
+
     /// Commits what the transaction wrote and hands the turn on.
     pub async fn commit(self) -> Result<(), DbErr> {
         let mut inner = self.inner.lock().await;

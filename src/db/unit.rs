@@ -85,13 +85,11 @@ impl Unit {
         self.abandon();
     }
 
-    /// Runs `last` in the unit's transaction (begun now if the handler wrote nothing), then commits
-    /// when it changed a row and runs the hooks; rolls back when it changed none. Returns whether
-    /// it committed.
+    /// Runs `last` in the unit's transaction (begun now if the handler wrote nothing) and commits
+    /// when it wrote its row, then runs the hooks; rolls back when it did not (see
+    /// [`Txn::commit_with`]). Returns whether it committed.
     pub async fn commit_with(&self, db: &DatabaseConnection, last: Statement) -> Result<bool, DbErr> {
-        let txn = self.part(db).await?;
-        let changed = txn.execute(last).await.map(|r| r.rows_affected() > 0);
-        drop(txn);
+        drop(self.part(db).await?);
         let (open, hooks) = {
             let mut state = self.state();
             (state.open.take(), std::mem::take(&mut state.hooks))
@@ -99,12 +97,11 @@ impl Unit {
         let Some(Open { txn }) = open else {
             return Err(DbErr::Custom("the keyed write's transaction was rolled back".into()));
         };
-        if !changed? {
-            return Ok(false);
-        }
         let txn = Arc::try_unwrap(txn)
             .map_err(|_| DbErr::Custom("a part of the keyed write is still running at its commit".into()))?;
-        txn.commit().await?;
+        if !txn.commit_with(last).await? {
+            return Ok(false);
+        }
         for hook in hooks {
             hook.await;
         }

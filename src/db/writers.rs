@@ -31,6 +31,26 @@ impl Txn {
             Txn::File(txn) => txn.commit().await,
         }
     }
+
+    /// Runs `last`, a statement that writes one row or, when its row's key is taken, changes
+    /// nothing (PostgreSQL) or breaks a unique index (SQLite), and commits if it wrote; rolls back
+    /// and answers `false` if not. On SQLite `last` and `COMMIT` go in one text.
+    pub(super) async fn commit_with(self, last: Statement) -> Result<bool, DbErr> {
+        match self {
+            Txn::Pg(txn) => {
+                if txn.execute(last).await?.rows_affected() == 0 {
+                    return Ok(false);
+                }
+                txn.commit().await?;
+                Ok(true)
+            }
+            Txn::File(txn) => match txn.commit_with(last).await {
+                Ok(()) => Ok(true),
+                Err(e) if super::is_unique_violation(&e) => Ok(false),
+                Err(e) => Err(e),
+            },
+        }
+    }
 }
 
 #[async_trait::async_trait]

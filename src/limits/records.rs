@@ -27,9 +27,11 @@ pub struct Kept {
     pub expires_at: DateTime<Utc>,
 }
 
-/// The statement that keeps `response` under `key` until `expires_at`. It changes no row when a
-/// record under the key is still within its window (another request with the key came first);
-/// one past its window is replaced.
+/// The statement that keeps `response` under `key` until `expires_at`. When a record under the
+/// key is still within its window (another request with the key came first) it changes no row on
+/// PostgreSQL, and fails on the key's unique index on SQLite (where the transaction's `COMMIT` is
+/// sent in the same text, and must not run: see `db::Unit::commit_with`); a record past its
+/// window is replaced.
 pub fn insert(
     backend: DbBackend,
     key: &RecordKey,
@@ -37,16 +39,10 @@ pub fn insert(
     response: &StoredResponse,
     (at, expires_at): (DateTime<Utc>, DateTime<Utc>),
 ) -> Statement {
-    let sql = placeholders(
-        backend,
-        "INSERT INTO idempotency_records \
+    let columns = "INSERT INTO idempotency_records \
          (gym_id, key_digest, fingerprint, status, content_type, body, created_at, expires_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (gym_id, key_digest) DO UPDATE SET \
-         fingerprint = excluded.fingerprint, status = excluded.status, content_type = excluded.content_type, \
-         body = excluded.body, created_at = excluded.created_at, expires_at = excluded.expires_at \
-         WHERE idempotency_records.expires_at <= excluded.created_at",
-    );
-    let values: [sea_orm::Value; 8] = [
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+    let row: [sea_orm::Value; 8] = [
         key.gym_id.into(),
         key.key_digest.as_str().into(),
         fingerprint.into(),
@@ -56,7 +52,23 @@ pub fn insert(
         at.into(),
         expires_at.into(),
     ];
-    Statement::from_sql_and_values(backend, sql, values)
+    if backend == DbBackend::Sqlite {
+        let sql = format!(
+            "DELETE FROM idempotency_records WHERE gym_id = ? AND key_digest = ? AND expires_at <= ?; {columns}"
+        );
+        let past: [sea_orm::Value; 3] = [key.gym_id.into(), key.key_digest.as_str().into(), at.into()];
+        return Statement::from_sql_and_values(backend, sql, past.into_iter().chain(row));
+    }
+    let sql = placeholders(
+        backend,
+        &format!(
+            "{columns} ON CONFLICT (gym_id, key_digest) DO UPDATE SET \
+             fingerprint = excluded.fingerprint, status = excluded.status, content_type = excluded.content_type, \
+             body = excluded.body, created_at = excluded.created_at, expires_at = excluded.expires_at \
+             WHERE idempotency_records.expires_at <= excluded.created_at"
+        ),
+    );
+    Statement::from_sql_and_values(backend, sql, row)
 }
 
 /// The record under `key` that is still within its window at `now`.

@@ -141,6 +141,51 @@ async fn a_flushed_store_still_replays_from_the_database() {
     server.stop();
 }
 
+/// A keyed write that nothing in the database would refuse a second time (a member without an
+/// email or a card), run again after the store forgot its response (the embedded default
+/// restarted; Redis's keys deleted): the handler's second member is rolled back, because the first
+/// request's record is there at the commit, and the first response is replayed.
+#[tokio::test]
+async fn a_write_run_again_meets_its_record_at_the_commit() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Twice").await;
+    let body = json!({"first_name": "Nameless", "last_name": "Once"});
+    let send = async |server: &Served| {
+        let r = reqwest::Client::new()
+            .post(format!("{}/api/v1/members", server.base))
+            .bearer_auth(&gym.live_key)
+            .header("Idempotency-Key", "twice-1")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let replayed = r.headers().get("idempotency-replayed").is_some_and(|v| v == "true");
+        (r.status().as_u16(), replayed, r.json::<Value>().await.unwrap())
+    };
+    let mut server = Served::start(&app, &[]).await;
+    let (status, replayed, first) = send(&server).await;
+    assert_eq!((status, replayed), (201, false), "{first}");
+    match app.redis_url.clone() {
+        Some(redis) => {
+            let client = redis::Client::open(redis).unwrap();
+            let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+            let keys: Vec<String> =
+                redis::cmd("KEYS").arg(format!("{}*", app.redis_prefix)).query_async(&mut conn).await.unwrap();
+            let _: () = redis::cmd("DEL").arg(&keys).query_async(&mut conn).await.unwrap();
+        }
+        None => {
+            server.stop();
+            server = Served::start(&app, &[]).await;
+        }
+    }
+    let (status, replayed, again) = send(&server).await;
+    assert_eq!((status, replayed), (201, true), "{again}");
+    assert_eq!(again, first);
+    let named = app.get(&gym.live_key, "/members?search=nameless&per_page=100").await.body;
+    assert_eq!(named["data"].as_array().unwrap().len(), 1, "{named}");
+    server.stop();
+}
+
 /// The embedded default keeps its kept responses in process: a restart forgets them, the
 /// database does not.
 #[tokio::test]
