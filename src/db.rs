@@ -109,30 +109,46 @@ async fn connect_with(url: &str, plans: Plans) -> anyhow::Result<DatabaseConnect
     Ok(db)
 }
 
-/// The database as the API's handlers use it: sea-orm's pool for transactions and writes, and on
-/// PostgreSQL a [`StatementPool`] for the queries run outside a transaction, which hands a
-/// connection back without sqlx's extra round trip. Inside a keyed write ([`Unit`]) its statements
-/// run in the write's transaction (see [`unit::transaction`]). Everything else of sea-orm's
-/// connection is reached through `Deref`.
+/// The database as the API's handlers use it: sea-orm's pool for transactions and writes, and a
+/// [`StatementPool`] for the queries run outside a transaction, which hands a connection back
+/// without sqlx's extra round trip (on SQLite, for a file: an in-memory database has one
+/// connection, sea-orm's). Inside a keyed write ([`Unit`]) its statements run in the write's
+/// transaction (see [`unit::transaction`]). Everything else of sea-orm's connection is reached
+/// through `Deref`.
 #[derive(Clone)]
 pub struct Db {
     orm: DatabaseConnection,
-    statements: Option<Arc<StatementPool>>,
+    reads: Reads,
+}
+
+#[derive(Clone)]
+enum Reads {
+    Pg(Arc<StatementPool<sea_orm::sqlx::Postgres>>),
+    Sqlite(Arc<StatementPool<sea_orm::sqlx::Sqlite>>),
+    Orm,
 }
 
 impl Db {
-    /// Wraps sea-orm's connection; on PostgreSQL the statement pool connects with its options and
-    /// has as many connections at most. Needs a Tokio runtime (the pool closes idle connections in
-    /// a task of its own).
+    /// Wraps sea-orm's connection; the statement pool connects with its options and has as many
+    /// connections at most. Needs a Tokio runtime (the pool closes idle connections in a task of
+    /// its own).
     pub fn new(orm: DatabaseConnection) -> Self {
-        let statements = match &orm {
+        let reads = match &orm {
             DatabaseConnection::SqlxPostgresPoolConnection(_) => {
                 let pool = orm.get_postgres_connection_pool();
-                Some(StatementPool::new((*pool.connect_options()).clone(), pool.options()))
+                Reads::Pg(StatementPool::new((*pool.connect_options()).clone(), pool.options()))
             }
-            _ => None,
+            DatabaseConnection::SqlxSqlitePoolConnection(_) => {
+                let pool = orm.get_sqlite_connection_pool();
+                if file_writer::in_memory(&pool.connect_options()) {
+                    Reads::Orm
+                } else {
+                    Reads::Sqlite(StatementPool::new((*pool.connect_options()).clone(), pool.options()))
+                }
+            }
+            _ => Reads::Orm,
         };
-        Self { orm, statements }
+        Self { orm, reads }
     }
 
     pub fn orm(&self) -> &DatabaseConnection {
@@ -140,8 +156,11 @@ impl Db {
     }
 
     /// The statement pool, on PostgreSQL.
-    pub fn statements(&self) -> Option<&StatementPool> {
-        self.statements.as_deref()
+    pub fn statements(&self) -> Option<&StatementPool<sea_orm::sqlx::Postgres>> {
+        match &self.reads {
+            Reads::Pg(pool) => Some(pool),
+            _ => None,
+        }
     }
 }
 
@@ -177,9 +196,10 @@ impl ConnectionTrait for Db {
         if let Some(txn) = unit::transaction(&self.orm).await? {
             return txn.query_one(stmt).await;
         }
-        match &self.statements {
-            Some(pool) => pool.query_one(stmt).await,
-            None => self.orm.query_one(stmt).await,
+        match &self.reads {
+            Reads::Pg(pool) => pool.query_one(stmt).await,
+            Reads::Sqlite(pool) => pool.query_one(stmt).await,
+            Reads::Orm => self.orm.query_one(stmt).await,
         }
     }
 
@@ -187,9 +207,10 @@ impl ConnectionTrait for Db {
         if let Some(txn) = unit::transaction(&self.orm).await? {
             return txn.query_all(stmt).await;
         }
-        match &self.statements {
-            Some(pool) => pool.query_all(stmt).await,
-            None => self.orm.query_all(stmt).await,
+        match &self.reads {
+            Reads::Pg(pool) => pool.query_all(stmt).await,
+            Reads::Sqlite(pool) => pool.query_all(stmt).await,
+            Reads::Orm => self.orm.query_all(stmt).await,
         }
     }
 

@@ -23,7 +23,10 @@ use sea_orm::sqlx::{Either, sqlite::SqliteQueryResult};
 use sea_orm::{
     ConnAcquireErr, DatabaseConnection, DbErr, ExecResult, QueryResult, RuntimeErr, Statement,
     sea_query::Values,
-    sqlx::{self, ConnectOptions as _, Executor as _, Sqlite, SqliteConnection, pool::PoolConnection},
+    sqlx::{
+        self, ConnectOptions as _, Executor as _, Sqlite, SqliteConnection, pool::PoolConnection,
+        sqlite::SqliteConnectOptions,
+    },
 };
 use sea_query_binder::SqlxValues;
 use tokio::sync::{Mutex as Queue, OwnedMutexGuard};
@@ -75,7 +78,7 @@ struct Inner {
 pub async fn begin(db: &DatabaseConnection) -> Result<FileTxn, DbErr> {
     let pool = db.get_sqlite_connection_pool();
     let options = pool.connect_options();
-    let conn = if options.get_filename().as_os_str().is_empty() || is_memory(options.get_filename()) {
+    let conn = if in_memory(&options) {
         Conn::Memory(pool.acquire().await.map_err(|_| DbErr::ConnectionAcquire(ConnAcquireErr::Timeout))?)
     } else {
         let queue = queue(options.get_filename());
@@ -93,8 +96,10 @@ pub async fn begin(db: &DatabaseConnection) -> Result<FileTxn, DbErr> {
     Ok(FileTxn { inner: tokio::sync::Mutex::new(Inner { conn: Some(conn), begun: Begun::Not }) })
 }
 
-fn is_memory(file: &std::path::Path) -> bool {
-    file.to_str().is_some_and(|f| f == ":memory:" || f.starts_with("file::memory:"))
+/// Whether the database is in memory (its one connection is the pool's). sqlx keeps that in a
+/// field it shows only in the options' debug form.
+pub(super) fn in_memory(options: &SqliteConnectOptions) -> bool {
+    format!("{options:?}").contains("in_memory: true")
 }
 
 /// The file's writer; the writers of other files idle for [`IDLE`] are closed on the way.
@@ -264,5 +269,22 @@ impl Drop for FileTxn {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use sea_orm::sqlx::sqlite::SqliteConnectOptions;
+
+    use super::in_memory;
+
+    #[test]
+    fn databases_in_memory_are_told_from_files() -> Result<(), sea_orm::sqlx::Error> {
+        assert!(in_memory(&SqliteConnectOptions::from_str("sqlite::memory:")?));
+        assert!(in_memory(&SqliteConnectOptions::from_str("sqlite://shared.db?mode=memory")?));
+        assert!(!in_memory(&SqliteConnectOptions::from_str("sqlite:///var/lib/gymapi/gym.db?mode=rwc")?));
+        Ok(())
     }
 }

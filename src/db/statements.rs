@@ -1,12 +1,13 @@
-//! PostgreSQL connections for single statements outside a transaction, handed back the moment the
+//! Connections for single statements outside a transaction, handed back the moment the
 //! statement's answer has been read.
 //!
-//! sqlx's pool tests every connection handed back to it with a round trip of its own (a `Sync`,
-//! answered by `ReadyForQuery`), although the statement's answer already ended with
-//! `ReadyForQuery`: a second wake-up of the PostgreSQL backend, and of this process, for every
-//! statement. The test exists for a statement cut off half-way (its future dropped), which could
-//! leave the connection in the middle of an answer. Here such a connection is closed instead of
-//! reused, and so is one whose statement failed in a way that may have broken it; every other
+//! sqlx's pool tests every connection handed back to it with a round trip of its own: on
+//! PostgreSQL a `Sync`, answered by `ReadyForQuery`, although the statement's answer already ended
+//! with `ReadyForQuery` (a second wake-up of the PostgreSQL backend, and of this process, for
+//! every statement); on SQLite a message to the connection's thread and its answer (two more
+//! thread switches). The test exists for a statement cut off half-way (its future dropped), which
+//! could leave the connection in the middle of an answer. Here such a connection is closed instead
+//! of reused, and so is one whose statement failed in a way that may have broken it; every other
 //! connection goes straight back.
 
 use std::{
@@ -17,10 +18,7 @@ use std::{
 use sea_orm::{
     ConnAcquireErr, DbErr, QueryResult, RuntimeErr, Statement,
     sea_query::Values,
-    sqlx::{
-        self, ConnectOptions as _, Connection as _,
-        postgres::{PgConnectOptions, PgConnection, PgPoolOptions},
-    },
+    sqlx::{self, Connection, Executor, IntoArguments, Postgres, Sqlite, pool::PoolOptions},
 };
 use sea_query_binder::SqlxValues;
 use tokio::sync::{Semaphore, SemaphorePermit};
@@ -28,26 +26,67 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 /// How often idle connections past their idle time or lifetime are closed.
 const REAP_EVERY: Duration = Duration::from_secs(30);
 
+/// A database whose connections a [`StatementPool`] can hold, and which errors leave one unusable
+/// or in doubt.
+pub trait Backend: sqlx::Database {
+    fn breaks_connection(e: &sqlx::Error) -> bool;
+}
+
+impl Backend for Postgres {
+    /// Anything but an error the server reported for the statement itself, unless that error is
+    /// about the connection (class 08, connection exception; class 57, the server shutting down or
+    /// the backend terminated).
+    fn breaks_connection(e: &sqlx::Error) -> bool {
+        match e {
+            sqlx::Error::Database(db) => db.code().is_some_and(|c| c.starts_with("08") || c.starts_with("57")),
+            other => breaks_on_the_way(other),
+        }
+    }
+}
+
+impl Backend for Sqlite {
+    /// Anything but an error SQLite reported for the statement (the connection's thread gone,
+    /// an answer cut off).
+    fn breaks_connection(e: &sqlx::Error) -> bool {
+        match e {
+            sqlx::Error::Database(_) => false,
+            other => breaks_on_the_way(other),
+        }
+    }
+}
+
+/// Whether an error that is not the database's own leaves the connection in doubt.
+fn breaks_on_the_way(e: &sqlx::Error) -> bool {
+    !matches!(e, sqlx::Error::RowNotFound | sqlx::Error::TypeNotFound { .. } | sqlx::Error::ColumnNotFound(_))
+}
+
+type Options<B> = <<B as sqlx::Database>::Connection as Connection>::Options;
+
 /// The pool. Connections are opened when needed, up to `max`, and reused newest first, so that
 /// under a light load the same few stay warm and the others age out.
-pub struct StatementPool {
-    options: PgConnectOptions,
+pub struct StatementPool<B: Backend> {
+    options: Options<B>,
     permits: Semaphore,
-    idle: Mutex<Vec<Pooled>>,
+    idle: Mutex<Vec<Pooled<B>>>,
     acquire_timeout: Duration,
     idle_timeout: Option<Duration>,
     max_lifetime: Option<Duration>,
 }
 
-struct Pooled {
-    conn: PgConnection,
+struct Pooled<B: Backend> {
+    conn: B::Connection,
     opened: Instant,
     used: Instant,
 }
 
-impl StatementPool {
+impl<B: Backend> StatementPool<B>
+where
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    for<'q> SqlxValues: IntoArguments<'q, B>,
+    QueryResult: From<B::Row>,
+{
     /// A pool that connects as `options` says, sized and timed like sea-orm's `pool`.
-    pub fn new(options: PgConnectOptions, pool: &PgPoolOptions) -> Arc<Self> {
+    pub fn new(options: Options<B>, pool: &PoolOptions<B>) -> Arc<Self> {
         let max = pool.get_max_connections().max(1) as usize;
         let this = Arc::new(Self {
             options,
@@ -78,12 +117,12 @@ impl StatementPool {
     async fn run<T>(
         &self,
         stmt: &Statement,
-        f: impl AsyncFn(&mut PgConnection, Query<'_>) -> Result<T, sqlx::Error>,
+        f: impl AsyncFn(&mut B::Connection, Query<'_, B>) -> Result<T, sqlx::Error>,
     ) -> Result<T, DbErr> {
         let mut lease = self.lease().await?;
         let result = f(lease.conn(), query(stmt)).await;
         let result = match result {
-            Err(e) if breaks_connection(&e) && lease.reused && is_read(&stmt.sql) => {
+            Err(e) if B::breaks_connection(&e) && lease.reused && is_read(&stmt.sql) => {
                 drop(lease);
                 let mut fresh = self.lease_new().await?;
                 let again = f(fresh.conn(), query(stmt)).await;
@@ -95,7 +134,7 @@ impl StatementPool {
     }
 
     /// A connection: the most recently used idle one, or a new one.
-    async fn lease(&self) -> Result<Lease<'_>, DbErr> {
+    async fn lease(&self) -> Result<Lease<'_, B>, DbErr> {
         let permit = self.permit().await?;
         let now = Instant::now();
         loop {
@@ -104,14 +143,14 @@ impl StatementPool {
                 Some(p) if self.fresh(&p, now) => {
                     return Ok(Lease { pool: self, pooled: p, reused: true, _permit: permit });
                 }
-                Some(stale) => close(stale.conn),
+                Some(stale) => close::<B>(stale.conn),
                 None => return self.open(permit).await,
             }
         }
     }
 
     /// A new connection, whatever is idle.
-    async fn lease_new(&self) -> Result<Lease<'_>, DbErr> {
+    async fn lease_new(&self) -> Result<Lease<'_, B>, DbErr> {
         let permit = self.permit().await?;
         self.open(permit).await
     }
@@ -123,8 +162,8 @@ impl StatementPool {
             .map_err(|_| DbErr::ConnectionAcquire(ConnAcquireErr::ConnectionClosed))
     }
 
-    async fn open<'a>(&'a self, permit: SemaphorePermit<'a>) -> Result<Lease<'a>, DbErr> {
-        let conn = tokio::time::timeout(self.acquire_timeout, self.options.connect())
+    async fn open<'a>(&'a self, permit: SemaphorePermit<'a>) -> Result<Lease<'a, B>, DbErr> {
+        let conn = tokio::time::timeout(self.acquire_timeout, B::Connection::connect_with(&self.options))
             .await
             .map_err(|_| DbErr::ConnectionAcquire(ConnAcquireErr::Timeout))?
             .map_err(|e| DbErr::Conn(RuntimeErr::SqlxError(e)))?;
@@ -133,7 +172,7 @@ impl StatementPool {
     }
 
     /// Whether an idle connection may still be used at `now`.
-    fn fresh(&self, p: &Pooled, now: Instant) -> bool {
+    fn fresh(&self, p: &Pooled<B>, now: Instant) -> bool {
         self.idle_timeout.is_none_or(|t| now.duration_since(p.used) < t)
             && self.max_lifetime.is_none_or(|t| now.duration_since(p.opened) < t)
     }
@@ -144,26 +183,29 @@ impl StatementPool {
     }
 }
 
-type Query<'q> = sqlx::query::Query<'q, sqlx::Postgres, SqlxValues>;
+type Query<'q, B> = sqlx::query::Query<'q, B, SqlxValues>;
 
-fn query(stmt: &Statement) -> Query<'_> {
+fn query<B: Backend>(stmt: &Statement) -> Query<'_, B>
+where
+    for<'q> SqlxValues: IntoArguments<'q, B>,
+{
     let values = stmt.values.clone().unwrap_or(Values(Vec::new()));
     sqlx::query_with(&stmt.sql, SqlxValues(values))
 }
 
 /// A connection lent for one statement. Dropped without `settle` (the statement's future was
 /// dropped half-way), it closes its connection rather than hand back one in an unknown state.
-struct Lease<'a> {
-    pool: &'a StatementPool,
-    pooled: Pooled,
+struct Lease<'a, B: Backend> {
+    pool: &'a StatementPool<B>,
+    pooled: Pooled<B>,
     /// Whether the connection had served an earlier statement.
     reused: bool,
     /// Held until the connection is back or closed.
     _permit: SemaphorePermit<'a>,
 }
 
-impl Lease<'_> {
-    fn conn(&mut self) -> &mut PgConnection {
+impl<B: Backend> Lease<'_, B> {
+    fn conn(&mut self) -> &mut B::Connection {
         &mut self.pooled.conn
     }
 
@@ -172,7 +214,7 @@ impl Lease<'_> {
     fn settle<T>(self, result: Result<T, sqlx::Error>) -> Result<T, sqlx::Error> {
         let Lease { pool, mut pooled, _permit: permit, .. } = self;
         match &result {
-            Err(e) if breaks_connection(e) => drop(pooled),
+            Err(e) if B::breaks_connection(e) => drop(pooled),
             _ => {
                 pooled.used = Instant::now();
                 pool.idle.lock().unwrap_or_else(|e| e.into_inner()).push(pooled);
@@ -184,17 +226,6 @@ impl Lease<'_> {
     }
 }
 
-/// Whether an error leaves the connection unusable or in doubt: anything but an error the server
-/// reported for the statement itself, unless that error is about the connection (class 08,
-/// connection exception; class 57, the server shutting down or the backend terminated).
-fn breaks_connection(e: &sqlx::Error) -> bool {
-    match e {
-        sqlx::Error::Database(db) => db.code().is_some_and(|c| c.starts_with("08") || c.starts_with("57")),
-        sqlx::Error::RowNotFound | sqlx::Error::TypeNotFound { .. } | sqlx::Error::ColumnNotFound(_) => false,
-        _ => true,
-    }
-}
-
 /// Whether a statement only reads, so that running it twice is harmless.
 fn is_read(sql: &str) -> bool {
     let head = sql.trim_start().get(..6).unwrap_or_default();
@@ -202,26 +233,31 @@ fn is_read(sql: &str) -> bool {
 }
 
 /// Closes a connection politely (a `Terminate` message), off the caller's path.
-fn close(conn: PgConnection) {
+fn close<B: Backend>(conn: B::Connection) {
     tokio::spawn(async move {
         let _ = conn.close().await;
     });
 }
 
 /// Closes idle connections past their time, until the pool is gone.
-async fn reap(pool: Weak<StatementPool>) {
+async fn reap<B: Backend>(pool: Weak<StatementPool<B>>)
+where
+    for<'c> &'c mut B::Connection: Executor<'c, Database = B>,
+    for<'q> SqlxValues: IntoArguments<'q, B>,
+    QueryResult: From<B::Row>,
+{
     loop {
         tokio::time::sleep(REAP_EVERY).await;
         let Some(pool) = pool.upgrade() else { return };
         let now = Instant::now();
-        let stale: Vec<Pooled> = {
+        let stale: Vec<Pooled<B>> = {
             let mut idle = pool.idle.lock().unwrap_or_else(|e| e.into_inner());
             let (keep, stale) = std::mem::take(&mut *idle).into_iter().partition(|p| pool.fresh(p, now));
             *idle = keep;
             stale
         };
         for p in stale {
-            close(p.conn);
+            close::<B>(p.conn);
         }
     }
 }
