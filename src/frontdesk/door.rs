@@ -48,13 +48,15 @@ pub struct Decision {
 
 /// Decides at `door` (of the gym, in its time zone `tz`) and writes the decision, in one
 /// transaction that holds the write lock from its start on SQLite (`db::begin_writing`): one
-/// statement reads the member with their running memberships (and locks the member), the gym's
-/// webhook endpoints are read, and the writes go together (`db::Writes`, one round trip on
-/// PostgreSQL). Returns the decision and whether a webhook delivery was queued.
+/// statement reads the member with their running memberships (and locks the member), and the
+/// writes go together (`db::Writes`, one round trip on PostgreSQL); the gym's webhook endpoints
+/// are read before it. Returns the decision and whether a webhook delivery was queued.
 pub async fn decide(db: &Db, door: &device::Model, tz: Tz, who: &Who) -> Result<(Decision, bool), ApiError> {
     let at = now();
     let gym_id = door.gym_id;
     let today = at.with_timezone(&tz).date_naive();
+    // Read before the transaction, which holds the member's row (and on SQLite the file's writer).
+    let listeners = webhooks::listeners(db, gym_id, EventType::AttendanceCreated).await?;
     let txn = begin_writing(db).await?;
     let (member, running) = find_member(&txn, gym_id, who, today).await?;
     let denial = match &member {
@@ -90,7 +92,7 @@ pub async fn decide(db: &Db, door: &device::Model, tz: Tz, who: &Who) -> Result<
         writes.extend(entries::visits_statement(backend, gym_id, &[(m.id, 1, at)], at));
     }
     let data = crate::types::wire::value(&entries::record(entry.clone()));
-    let queued = webhooks::emit_with(&txn, &mut writes, gym_id, EventType::AttendanceCreated, data).await?;
+    let queued = webhooks::emit_to(&mut writes, backend, (gym_id, EventType::AttendanceCreated, data), listeners);
     // Last: every door and import of the gym adds to these rows, which stay locked until the commit.
     writes.extend(entries::count_statement(backend, gym_id, &[status]));
     writes.run(&txn).await?;

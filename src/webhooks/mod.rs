@@ -92,20 +92,35 @@ pub async fn emit_with(
     event: EventType,
     data: Value,
 ) -> Result<bool, DbErr> {
+    let targets = listeners(db, gym_id, event).await?;
+    Ok(emit_to(writes, db.get_database_backend(), (gym_id, event, data), targets))
+}
+
+/// The gym's enabled endpoints that subscribe to `event`: read before a transaction that holds
+/// locks, for [`emit_to`] inside it.
+pub async fn listeners(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType) -> Result<Vec<Uuid>, DbErr> {
     let endpoints = webhook_endpoint::Entity::find()
         .filter(webhook_endpoint::Column::GymId.eq(gym_id))
         .filter(webhook_endpoint::Column::Enabled.eq(true))
         .all(db)
         .await?;
-    let targets: Vec<Uuid> = endpoints.iter().filter(|e| subscribes(e, event)).map(|e| e.id).collect();
+    Ok(endpoints.iter().filter(|e| subscribes(e, event)).map(|e| e.id).collect())
+}
+
+/// Adds the event and a pending delivery to each of `targets` to `writes`; returns whether any was
+/// queued (nobody listening: nothing is kept, the event would never be sent or shown).
+pub fn emit_to(
+    writes: &mut Writes,
+    backend: DbBackend,
+    (gym_id, event, data): (Uuid, EventType, Value),
+    targets: Vec<Uuid>,
+) -> bool {
     if targets.is_empty() {
-        // Nobody listens: nothing to keep (the event would never be sent or shown).
-        return Ok(false);
+        return false;
     }
-    let backend = db.get_database_backend();
     let (id, at) = write_event(writes, backend, gym_id, event, data);
     queue(writes, backend, (gym_id, id, event), targets.into_iter(), at);
-    Ok(true)
+    true
 }
 
 /// Adds the event envelope to `writes`; returns its id and time.
