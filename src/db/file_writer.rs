@@ -232,10 +232,14 @@ impl FileTxn {
     /// Commits what the transaction wrote and hands the turn on.
     pub async fn commit(self) -> Result<(), DbErr> {
         let mut inner = self.inner.lock().await;
-        if inner.begun == Begun::Not {
-            return Ok(());
+        match inner.begun {
+            Begun::Not => return Ok(()),
+            // What ran before the failed statement is not committed without it.
+            Begun::Doubt => {
+                return Err(DbErr::Custom("a statement of this transaction failed; it was rolled back".into()));
+            }
+            Begun::Open => inner.begun = Begun::Doubt,
         }
-        inner.begun = Begun::Doubt;
         let conn = inner.conn.as_mut().ok_or_else(closed)?.sqlite()?;
         conn.execute("COMMIT").await.map_err(|e| DbErr::Exec(RuntimeErr::SqlxError(e)))?;
         inner.begun = Begun::Not;
