@@ -6,6 +6,13 @@ use entity::states::SubscriptionStatus;
 use rand::{Rng, distributions::Alphanumeric, rngs::OsRng};
 use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult, Statement};
 use sha2::{Digest, Sha256};
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+};
 use uuid::Uuid;
 
 use prometheus_client::metrics::{counter::Counter, family::Family};
@@ -229,11 +236,24 @@ fn refused(refusal: KeyRefusal) -> ApiError {
 /// together with a key the key cache does not hold (a cold start, a grant just expired, and every
 /// request on the embedded default, which keeps no key cache) share the answer of the one query
 /// under way instead of each sending its own. The answer is as fresh as that query.
+///
+/// Each query runs in a task of its own, not in the requests that wait for it: a query whose
+/// waiters all went away (clients hung up, deadlines passed) still runs to its end and takes itself
+/// off the list. Left unpolled while queued for a pooled connection, it would hold the head of the
+/// pool's first-come first-served queue, and every query after it would time out, for good.
 #[derive(Default)]
 pub struct Resolutions {
-    running: std::sync::Mutex<std::collections::HashMap<String, SharedResolution>>,
+    running: Arc<Mutex<HashMap<String, Running>>>,
+    /// Tells one resolution of a key from the next, so a finished one removes only itself.
+    started: AtomicU64,
     /// Lookups sent to the database, by what they found (`GET /metrics`).
     lookups: Family<OutcomeLabel, Counter>,
+}
+
+/// A resolution under way: its number and the answer its waiters share.
+struct Running {
+    number: u64,
+    answer: SharedResolution,
 }
 
 type SharedResolution = futures_util::future::Shared<futures_util::future::BoxFuture<'static, Result<Grant, Refusal>>>;
@@ -272,7 +292,7 @@ impl From<Refusal> for ApiError {
 impl Resolutions {
     /// Counting its lookups in `lookups`.
     pub fn counted(lookups: Family<OutcomeLabel, Counter>) -> Self {
-        Self { running: Default::default(), lookups }
+        Self { lookups, ..Self::default() }
     }
 
     /// The answer of the resolution under way for the key with this fingerprint, or of the one
@@ -281,37 +301,48 @@ impl Resolutions {
     where
         F: std::future::Future<Output = Result<Grant, ApiError>> + Send + 'static,
     {
-        use futures_util::FutureExt as _;
-        let shared = {
+        let answer = {
             let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
-            running
-                .entry(fingerprint.to_string())
-                .or_insert_with(|| {
-                    let lookups = self.lookups.clone();
-                    resolution()
-                        .map(move |r| {
-                            let outcome = match &r {
-                                Ok(_) => "found",
-                                Err(ApiError::Unauthorized) => "unauthorized",
-                                Err(ApiError::PaymentRequired) => "payment_required",
-                                Err(_) => "failed",
-                            };
-                            lookups.get_or_create(&OutcomeLabel { outcome }).inc();
-                            r.map_err(Refusal::from)
-                        })
-                        .boxed()
-                        .shared()
-                })
-                .clone()
+            match running.get(fingerprint) {
+                Some(under_way) => under_way.answer.clone(),
+                None => {
+                    let number = self.started.fetch_add(1, Ordering::Relaxed);
+                    let answer = self.start(fingerprint, number, resolution());
+                    running.insert(fingerprint.to_string(), Running { number, answer: answer.clone() });
+                    answer
+                }
+            }
         };
-        let answer = shared.clone().await;
-        // The first request to see the answer takes it off the list (unless a newer resolution
-        // has replaced it), so the next miss asks the database again.
-        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
-        if running.get(fingerprint).is_some_and(|r| r.ptr_eq(&shared)) {
-            running.remove(fingerprint);
-        }
-        answer.map_err(ApiError::from)
+        answer.await.map_err(ApiError::from)
+    }
+
+    /// Spawns resolution `number` of a key; the caller lists it while still holding the list's lock,
+    /// so the task, which takes that lock to remove itself, always finds itself listed.
+    fn start<F>(&self, fingerprint: &str, number: u64, resolution: F) -> SharedResolution
+    where
+        F: std::future::Future<Output = Result<Grant, ApiError>> + Send + 'static,
+    {
+        use futures_util::FutureExt as _;
+        let (running, lookups, fingerprint) = (self.running.clone(), self.lookups.clone(), fingerprint.to_string());
+        let task = tokio::spawn(async move {
+            let answer = resolution.await;
+            let outcome = match &answer {
+                Ok(_) => "found",
+                Err(ApiError::Unauthorized) => "unauthorized",
+                Err(ApiError::PaymentRequired) => "payment_required",
+                Err(_) => "failed",
+            };
+            lookups.get_or_create(&OutcomeLabel { outcome }).inc();
+            // Off the list before anyone sees the answer: the next miss asks the database again.
+            let mut running = running.lock().unwrap_or_else(|e| e.into_inner());
+            if running.get(&fingerprint).is_some_and(|r| r.number == number) {
+                running.remove(&fingerprint);
+            }
+            answer.map_err(Refusal::from)
+        });
+        task.map(|joined| joined.unwrap_or_else(|e| Err(Refusal::Failed(format!("the lookup's task ended: {e}")))))
+            .boxed()
+            .shared()
     }
 }
 
@@ -500,6 +531,32 @@ mod tests {
         ask("a").await.unwrap().unwrap();
         assert_eq!(queries.load(Ordering::SeqCst), 3, "a later miss asks the database again");
         assert!(resolutions.running.lock().unwrap().is_empty());
+    }
+
+    /// A lookup whose every waiter went away (a client hung up, a deadline passed) still runs to its
+    /// end. Left parked while queued for one of the pool's connections, it would hold the head of
+    /// the pool's first-come first-served queue, and every later query would wait behind it until
+    /// its own timeout, for good.
+    #[tokio::test]
+    async fn a_lookup_left_by_its_waiters_does_not_hold_the_pool() {
+        use sea_orm::{ConnectionTrait, DatabaseBackend, Statement};
+        let db = crate::db::connect("sqlite::memory:").await.unwrap();
+        let select = || Statement::from_string(DatabaseBackend::Sqlite, "SELECT 1");
+        // The pool's one connection is busy, so the lookup queues for it.
+        let busy = db.get_sqlite_connection_pool().acquire().await.unwrap();
+        let resolutions = Resolutions::default();
+        let lookup = resolutions.once("k", || {
+            let db = db.clone();
+            async move {
+                db.execute(select()).await.map_err(|e| ApiError::Internal(e.into()))?;
+                Err(ApiError::Unauthorized)
+            }
+        });
+        let waited = tokio::time::timeout(std::time::Duration::from_millis(50), lookup).await;
+        assert!(waited.is_err(), "the lookup waits for the busy connection");
+        drop(busy);
+        let later = tokio::time::timeout(std::time::Duration::from_secs(3), db.execute(select())).await;
+        assert!(matches!(later, Ok(Ok(_))), "a later query gets the connection: {later:?}");
     }
 
     /// A refusal is shared like a grant, with its kind.
