@@ -233,8 +233,8 @@ fn refused(refusal: KeyRefusal) -> ApiError {
 }
 
 /// Keys being resolved from the database, one query per key at a time: requests that arrive
-/// together with a key the key cache does not hold (a cold start, a grant just expired, and every
-/// request on the embedded default, which keeps no key cache) share the answer of the one query
+/// together with a key the key cache does not hold (a cold start, a grant just expired, on the
+/// embedded default every second) share the answer of the one query
 /// under way instead of each sending its own. The answer is as fresh as that query.
 ///
 /// Each query runs in a task of its own, not in the requests that wait for it: a query whose

@@ -24,7 +24,16 @@ pub struct MemoryStore {
     refusals: Mutex<HashMap<String, (KeyRefusal, Instant)>>,
     /// Failed attempts per bucket: how many, the last one; at most `MAX_REFUSALS` buckets.
     failures: Mutex<HashMap<String, (u32, Instant)>>,
+    /// Keys resolved a moment ago, until when (at most [`LOCAL_GRANT_TTL`]), or forgotten a moment
+    /// ago (`None`, a tombstone: a request that read the key before the change caches nothing over
+    /// it); at most `MAX_REFUSALS`.
+    grants: Mutex<HashMap<String, (Option<String>, Instant)>>,
 }
+
+/// How long this process answers a key from what it resolved: a change made by another process
+/// (the operators' CLI writing the same file) is seen within this time; one made through this
+/// server clears the key's grant at once (`forget_grants`).
+pub const LOCAL_GRANT_TTL: Duration = Duration::from_secs(1);
 
 /// The most refused keys remembered at once: a stream of made-up keys costs this much memory at
 /// most (about 16 MB), and past it the oldest are forgotten.
@@ -72,6 +81,7 @@ impl Default for MemoryStore {
             idempotency: Mutex::new(Replays::default()),
             refusals: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
+            grants: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -84,37 +94,29 @@ fn poisoned<T>(_: T) -> StoreError {
     StoreError::Backend("poisoned lock".into())
 }
 
-impl MemoryStore {
-    fn shard(&self, bucket: &str) -> &Mutex<HashMap<String, Log>> {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        bucket.hash(&mut h);
-        &self.shards[(h.finish() % self.shards.len() as u64) as usize]
+/// Keeps `entry` under `fingerprint` until the time it carries, in a map of at most
+/// `MAX_REFUSALS` keys: past it the expired go, then a tenth of the map, those closest to expiring.
+fn remember<T>(map: &mut HashMap<String, (T, Instant)>, fingerprint: &str, entry: (T, Instant)) {
+    let now = Instant::now();
+    if map.len() >= MAX_REFUSALS {
+        map.retain(|_, (_, until)| *until > now);
     }
+    if map.len() >= MAX_REFUSALS {
+        let mut ends: Vec<Instant> = map.values().map(|(_, until)| *until).collect();
+        let cut = MAX_REFUSALS / 10;
+        ends.select_nth_unstable(cut);
+        let bar = ends[cut];
+        map.retain(|_, (_, until)| *until > bar);
+    }
+    map.insert(fingerprint.to_string(), entry);
 }
 
-#[async_trait::async_trait]
-impl Store for MemoryStore {
-    /// Keeps no key cache: the embedded default's database is a local file, and the operators' CLI,
-    /// another process, revokes keys in it, which a cache in this process would not hear of.
-    async fn admit(
+impl MemoryStore {
+    /// Counts a request of an admitted key in its budget and, if it is allowed, begins its keyed
+    /// write.
+    async fn count(
         &self,
         fingerprint: &str,
-        _budget: Budget,
-        _policy: RatePolicy,
-        _ask: Option<IdempotencyAsk<'_>>,
-    ) -> Result<Admission, StoreError> {
-        let refusals = self.refusals.lock().map_err(poisoned)?;
-        Ok(match refusals.get(fingerprint) {
-            Some((refusal, until)) if *until > Instant::now() => Admission::Refused(*refusal),
-            _ => Admission::Unknown,
-        })
-    }
-
-    async fn admit_resolved(
-        &self,
-        fingerprint: &str,
-        _grant: Option<(&str, Duration)>,
         (budget, policy): (Budget, RatePolicy),
         ask: Option<IdempotencyAsk<'_>>,
     ) -> Result<(Decision, Option<IdempotencyState>), StoreError> {
@@ -129,10 +131,64 @@ impl Store for MemoryStore {
         Ok((decision, begun))
     }
 
+    fn shard(&self, bucket: &str) -> &Mutex<HashMap<String, Log>> {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        bucket.hash(&mut h);
+        &self.shards[(h.finish() % self.shards.len() as u64) as usize]
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for MemoryStore {
+    /// Answers a key from its grant for [`LOCAL_GRANT_TTL`] at most: the embedded default's
+    /// database is a local file, and the operators' CLI, another process, revokes keys in it, which
+    /// this process hears of only by reading the key again.
+    async fn admit(
+        &self,
+        fingerprint: &str,
+        budget: Budget,
+        policy: RatePolicy,
+        ask: Option<IdempotencyAsk<'_>>,
+    ) -> Result<Admission, StoreError> {
+        let now = Instant::now();
+        if let Some((refusal, until)) = self.refusals.lock().map_err(poisoned)?.get(fingerprint)
+            && *until > now
+        {
+            return Ok(Admission::Refused(*refusal));
+        }
+        let grant = match self.grants.lock().map_err(poisoned)?.get(fingerprint) {
+            Some((Some(grant), until)) if *until > now => grant.clone(),
+            _ => return Ok(Admission::Unknown),
+        };
+        let (decision, idempotency) = self.count(fingerprint, (budget, policy), ask).await?;
+        Ok(Admission::Granted { grant, decision, idempotency })
+    }
+
+    async fn admit_resolved(
+        &self,
+        fingerprint: &str,
+        grant: Option<(&str, Duration)>,
+        budget: (Budget, RatePolicy),
+        ask: Option<IdempotencyAsk<'_>>,
+    ) -> Result<(Decision, Option<IdempotencyState>), StoreError> {
+        if let Some((grant, ttl)) = grant {
+            let now = Instant::now();
+            let mut grants = self.grants.lock().map_err(poisoned)?;
+            if !grants.get(fingerprint).is_some_and(|(grant, until)| grant.is_none() && *until > now) {
+                remember(&mut grants, fingerprint, (Some(grant.to_string()), now + ttl.min(LOCAL_GRANT_TTL)));
+            }
+        }
+        self.count(fingerprint, budget, ask).await
+    }
+
     async fn forget_grants(&self, fingerprints: &[String]) -> Result<(), StoreError> {
         let mut refusals = self.refusals.lock().map_err(poisoned)?;
+        let mut grants = self.grants.lock().map_err(poisoned)?;
+        let settled = Instant::now() + 2 * LOCAL_GRANT_TTL;
         for fp in fingerprints {
             refusals.remove(fp);
+            remember(&mut grants, fp, (None, settled));
         }
         Ok(())
     }
@@ -164,20 +220,8 @@ impl Store for MemoryStore {
     }
 
     async fn remember_refusal(&self, fingerprint: &str, refusal: KeyRefusal, ttl: Duration) -> Result<(), StoreError> {
-        let now = Instant::now();
-        let mut refusals = self.refusals.lock().map_err(poisoned)?;
-        if refusals.len() >= MAX_REFUSALS {
-            refusals.retain(|_, (_, until)| *until > now);
-        }
-        if refusals.len() >= MAX_REFUSALS {
-            // Still full of live entries: drop the ones closest to expiring, a tenth of the map.
-            let mut ends: Vec<Instant> = refusals.values().map(|(_, until)| *until).collect();
-            let cut = MAX_REFUSALS / 10;
-            ends.select_nth_unstable(cut);
-            let bar = ends[cut];
-            refusals.retain(|_, (_, until)| *until > bar);
-        }
-        refusals.insert(fingerprint.to_string(), (refusal, now + ttl));
+        let until = Instant::now() + ttl;
+        remember(&mut *self.refusals.lock().map_err(poisoned)?, fingerprint, (refusal, until));
         Ok(())
     }
 
@@ -259,6 +303,28 @@ mod tests {
         let map = s.shard(bucket).lock().unwrap();
         let log = map.get(bucket).unwrap();
         (log.stamps.len(), log.stamps.capacity())
+    }
+
+    /// A grant answers the key for a second at most, counting its requests; a change made through
+    /// this server drops it, and a lookup that read the key before that change caches nothing.
+    #[tokio::test]
+    async fn a_grant_is_kept_a_moment_and_dropped_with_its_key() {
+        let store = MemoryStore::default();
+        let policy = (Budget::Integration, RatePolicy::per_minute(10));
+        assert!(matches!(store.admit("fp", policy.0, policy.1, None).await.unwrap(), Admission::Unknown));
+        store.admit_resolved("fp", Some(("grant", Duration::from_secs(60))), policy, None).await.unwrap();
+        let Admission::Granted { grant, decision, .. } = store.admit("fp", policy.0, policy.1, None).await.unwrap()
+        else {
+            panic!("the grant just resolved is kept");
+        };
+        assert_eq!((grant.as_str(), decision.remaining), ("grant", 8), "both requests were counted");
+        assert!(store.grants.lock().unwrap()["fp"].1 <= Instant::now() + LOCAL_GRANT_TTL, "kept a second at most");
+
+        store.forget_grants(&["fp".to_string()]).await.unwrap();
+        assert!(matches!(store.admit("fp", policy.0, policy.1, None).await.unwrap(), Admission::Unknown));
+        // A lookup that began before the change ends after it: its grant is not kept.
+        store.admit_resolved("fp", Some(("stale", Duration::from_secs(60))), policy, None).await.unwrap();
+        assert!(matches!(store.admit("fp", policy.0, policy.1, None).await.unwrap(), Admission::Unknown));
     }
 
     #[tokio::test]

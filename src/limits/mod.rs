@@ -9,7 +9,7 @@ mod replays;
 
 use std::time::Duration;
 
-pub use memory::MemoryStore;
+pub use memory::{LOCAL_GRANT_TTL, MemoryStore};
 pub use redis_store::RedisStore;
 
 /// A rate limit as a value, so that other endpoint families can have their own.
