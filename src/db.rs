@@ -15,7 +15,7 @@ use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, DbErr, ExecResult, QueryResult, Statement,
 };
 pub use statements::StatementPool;
-pub use unit::{Unit, after_commit};
+pub use unit::{Outcome, Unit, after_commit};
 pub use writers::Writing;
 
 /// Connects to `url` and applies pending migrations: the database as `gymapi serve` and the
@@ -256,6 +256,31 @@ pub fn redact(url: &str) -> String {
 /// Inside a keyed write the transaction is a part of the write's [`Unit`].
 pub async fn begin_writing(db: &DatabaseConnection) -> Result<Writing, DbErr> {
     unit::begin(db).await
+}
+
+/// Inside a keyed write on SQLite that has not begun a transaction, `writes` are kept to run with
+/// the write's commit: its idempotency record, these writes and `COMMIT` go to the file's writer
+/// connection in one text, so the writer is held for one round trip instead of two. Should one of
+/// them fail, nothing is written and `refusal`, given the database's error, makes what answers
+/// instead of the handler's response (what the handler answers when they fail at once). Anywhere
+/// else, and for a handler that writes anything after them, they are handed back: run them now.
+pub fn defer_to_commit<F, E>(writes: Writes, refusal: impl FnOnce(DbErr) -> F + Send + 'static) -> Option<Writes>
+where
+    F: std::future::Future<Output = E> + Send + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    use futures_util::FutureExt as _;
+    let Some(unit) = unit::current() else { return Some(writes) };
+    if writes.backend() != Some(DbBackend::Sqlite) {
+        return Some(writes);
+    }
+    let refusal: unit::Refusal = Box::new(move |e| {
+        refusal(e).map(|refused| Box::new(refused) as Box<dyn std::error::Error + Send + Sync>).boxed()
+    });
+    match unit.defer(writes.into_statements(), refusal) {
+        Ok(()) => None,
+        Err((statements, _)) => Some(Writes::from_statements(statements)),
+    }
 }
 
 /// Adds to counting rows of `table` in one statement: each row is its key's values (in the order

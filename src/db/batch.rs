@@ -41,6 +41,20 @@ impl Writes {
         self.statements.is_empty()
     }
 
+    /// The statements, in order.
+    pub(super) fn into_statements(self) -> Vec<Statement> {
+        self.statements
+    }
+
+    pub(super) fn from_statements(statements: Vec<Statement>) -> Self {
+        Self { statements }
+    }
+
+    /// The backend the statements were written for (`None` when there are none).
+    pub(super) fn backend(&self) -> Option<DbBackend> {
+        self.statements.first().map(|s| s.db_backend)
+    }
+
     /// Runs the statements on `db`, in one call.
     pub async fn run(self, db: &impl ConnectionTrait) -> Result<(), DbErr> {
         let mut statements = self.statements;
@@ -58,7 +72,7 @@ impl Writes {
 /// The statements one after the other in one text, their values in order: SQLite runs such a text
 /// statement by statement, each taking the values of its own `?` (one hand-over to its connection's
 /// thread instead of one per statement).
-fn in_sequence(backend: DbBackend, statements: Vec<Statement>) -> Statement {
+pub(super) fn in_sequence(backend: DbBackend, statements: Vec<Statement>) -> Statement {
     let mut sql = String::new();
     let mut values: Vec<Value> = Vec::new();
     for statement in statements {

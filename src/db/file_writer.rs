@@ -73,6 +73,13 @@ struct Inner {
     begun: Begun,
 }
 
+/// A statement of [`FileTxn::commit_all`] that failed: which one, and why.
+#[derive(Debug)]
+pub struct Failed {
+    pub statement: usize,
+    pub error: DbErr,
+}
+
 /// Waits for this process's turn to write `db`'s file and begins a transaction (sent with its first
 /// statement).
 pub async fn begin(db: &DatabaseConnection) -> Result<FileTxn, DbErr> {
@@ -227,6 +234,42 @@ impl FileTxn {
         self.execute(last).await?;
         self.inner.lock().await.begun = Begun::Not;
         Ok(())
+    }
+
+    /// Runs `statements` and commits, all in one text with the transaction's `BEGIN IMMEDIATE`
+    /// (the transaction must not have begun). When one fails, the rest and the commit do not run:
+    /// the transaction is rolled back when it is dropped, and the error names the statement that
+    /// failed, counted from 0 (`statements.len()` for the commit).
+    pub async fn commit_all(self, statements: Vec<Statement>) -> Result<(), Failed> {
+        let count = statements.len();
+        let mut text = super::batch::in_sequence(sea_orm::DbBackend::Sqlite, statements);
+        text.sql.push_str("; COMMIT");
+        let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = done.clone();
+        let ran = self
+            .run(&text, async move |c, q, begins| {
+                // As in `execute`: each statement's own result, `BEGIN IMMEDIATE`'s left out.
+                #[allow(deprecated)]
+                let mut each = q.fetch_many(c);
+                let mut skip = begins;
+                while let Some(step) = each.try_next().await? {
+                    if matches!(step, Either::Left(_)) && !std::mem::take(&mut skip) {
+                        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+                Ok(())
+            })
+            .await;
+        match ran {
+            Ok(()) => {
+                self.inner.lock().await.begun = Begun::Not;
+                Ok(())
+            }
+            Err(e) => {
+                let statement = done.load(std::sync::atomic::Ordering::Relaxed).min(count);
+                Err(Failed { statement, error: DbErr::Exec(RuntimeErr::SqlxError(e)) })
+            }
+        }
     }
 
     /// Commits what the transaction wrote and hands the turn on.

@@ -9,6 +9,11 @@
 //!
 //! A part dropped without its commit (the handler's error, a retried import attempt) rolls back the
 //! whole unit at once; a later part begins it anew.
+//!
+//! On SQLite a handler that only writes (its reads are done) may instead leave its writes to the
+//! commit ([`super::defer_to_commit`]): the record, the writes and `COMMIT` then reach the file's
+//! writer connection in one text, and the writer is held for one round trip, not two. Should one
+//! of the writes fail, nothing is written and the handler's refusal, made from the error, answers.
 
 use std::{
     future::Future,
@@ -16,8 +21,10 @@ use std::{
     sync::{Arc, Mutex, MutexGuard},
 };
 
+use futures_util::future::BoxFuture;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, Statement};
 
+use super::file_writer::{self, Failed};
 use super::writers::{self, Txn, Writing};
 
 tokio::task_local! {
@@ -25,6 +32,26 @@ tokio::task_local! {
 }
 
 type Hook = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// What answers instead of the handler's response when one of its deferred writes fails: the
+/// handler's own refusal, made from the database's error.
+pub type Refusal = Box<dyn FnOnce(DbErr) -> BoxFuture<'static, Box<dyn std::error::Error + Send + Sync>> + Send>;
+
+/// Writes a handler left to run with the unit's commit ([`super::defer_to_commit`]).
+struct Deferred {
+    writes: Vec<Statement>,
+    refusal: Refusal,
+}
+
+/// How a unit's commit ended.
+pub enum Outcome {
+    Committed,
+    /// Another request with the key committed first (its record holds the key): nothing of this
+    /// one was written.
+    Taken,
+    /// A deferred write failed, so nothing was written: the handler's refusal, to answer with.
+    Refused(Box<dyn std::error::Error + Send + Sync>),
+}
 
 /// One keyed write's transaction, shared by the parts its handler begins (see the module).
 #[derive(Clone, Default)]
@@ -35,6 +62,7 @@ struct State {
     open: Option<Open>,
     /// What the handler asked to run after its commit, in order.
     hooks: Vec<Hook>,
+    deferred: Option<Deferred>,
 }
 
 struct Open {
@@ -67,6 +95,10 @@ impl Unit {
         if let Some(txn) = self.txn() {
             return Ok(txn);
         }
+        if self.state().deferred.is_some() {
+            // They would run after what this part writes: out of the handler's order.
+            return Err(DbErr::Custom("a keyed write began a transaction after deferring its writes".into()));
+        }
         let txn = Arc::new(Txn::begin(db).await?);
         self.state().open = Some(Open { txn: txn.clone() });
         Ok(txn)
@@ -78,6 +110,18 @@ impl Unit {
         let mut state = self.state();
         state.open = None;
         state.hooks.clear();
+        state.deferred = None;
+    }
+
+    /// Keeps `writes` to run with the commit, when nothing of the unit has begun a transaction and
+    /// nothing was deferred before; hands them back otherwise.
+    pub(super) fn defer(&self, writes: Vec<Statement>, refusal: Refusal) -> Result<(), (Vec<Statement>, Refusal)> {
+        let mut state = self.state();
+        if state.open.is_some() || state.deferred.is_some() {
+            return Err((writes, refusal));
+        }
+        state.deferred = Some(Deferred { writes, refusal });
+        Ok(())
     }
 
     /// Rolls back whatever the unit holds.
@@ -87,8 +131,12 @@ impl Unit {
 
     /// Runs `last` in the unit's transaction (begun now if the handler wrote nothing) and commits
     /// when it wrote its row, then runs the hooks; rolls back when it did not (see
-    /// [`Txn::commit_with`]). Returns whether it committed.
-    pub async fn commit_with(&self, db: &DatabaseConnection, last: Statement) -> Result<bool, DbErr> {
+    /// [`Txn::commit_with`]). Deferred writes run after `last`, with the commit, in one text.
+    pub async fn commit_with(&self, db: &DatabaseConnection, last: Statement) -> Result<Outcome, DbErr> {
+        let deferred = self.state().deferred.take();
+        if let Some(deferred) = deferred {
+            return self.commit_deferred(db, last, deferred).await;
+        }
         drop(self.part(db).await?);
         let (open, hooks) = {
             let mut state = self.state();
@@ -100,12 +148,33 @@ impl Unit {
         let txn = Arc::try_unwrap(txn)
             .map_err(|_| DbErr::Custom("a part of the keyed write is still running at its commit".into()))?;
         if !txn.commit_with(last).await? {
-            return Ok(false);
+            return Ok(Outcome::Taken);
         }
         for hook in hooks {
             hook.await;
         }
-        Ok(true)
+        Ok(Outcome::Committed)
+    }
+
+    /// SQLite: `BEGIN IMMEDIATE`, `last`, the deferred writes and `COMMIT` in one text, so the
+    /// file's writer is held for one round trip to its connection.
+    async fn commit_deferred(&self, db: &DatabaseConnection, last: Statement, d: Deferred) -> Result<Outcome, DbErr> {
+        let hooks = std::mem::take(&mut self.state().hooks);
+        let writes = d.writes.len();
+        let statements = std::iter::once(last).chain(d.writes).collect();
+        match file_writer::begin(db).await?.commit_all(statements).await {
+            Ok(()) => {
+                for hook in hooks {
+                    hook.await;
+                }
+                Ok(Outcome::Committed)
+            }
+            Err(Failed { statement: 0, error }) if super::is_unique_violation(&error) => Ok(Outcome::Taken),
+            Err(Failed { statement, error }) if (1..=writes).contains(&statement) => {
+                Ok(Outcome::Refused((d.refusal)(error).await))
+            }
+            Err(Failed { error, .. }) => Err(error),
+        }
     }
 }
 
@@ -137,12 +206,13 @@ pub(super) async fn transaction(db: &DatabaseConnection) -> Result<Option<Arc<Tx
 }
 
 /// Runs `hook` once what the caller just committed is committed for real: at once, or, inside a
-/// keyed write whose transaction is open, after the unit's commit (never if it rolls back). For
+/// keyed write whose transaction is open or whose writes wait for its commit, after the unit's
+/// commit (never if it rolls back). For
 /// what must not be seen before the data it announces (waking a long poll that then looks).
 pub async fn after_commit(hook: impl Future<Output = ()> + Send + 'static) {
     if let Some(unit) = current() {
         let mut state = unit.state();
-        if state.open.is_some() {
+        if state.open.is_some() || state.deferred.is_some() {
             state.hooks.push(Box::pin(hook));
             return;
         }

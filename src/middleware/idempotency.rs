@@ -12,7 +12,7 @@ use sea_orm::ConnectionTrait;
 use sha2::{Digest, Sha256};
 
 use crate::{
-    db::Unit,
+    db::{Outcome, Unit},
     errors::{ApiError, to_json_error},
     limits::{
         IdempotencyState, StoredResponse,
@@ -161,14 +161,24 @@ impl Settle<'_> {
         let backend = state.db.get_database_backend();
         let record = records::insert(backend, &keyed.record, &keyed.fingerprint, &stored, (at, expires_at));
         let outcome = match unit.commit_with(state.db.orm(), record).await {
-            Ok(true) => {
+            Ok(Outcome::Committed) => {
                 crash_point("after-keyed-commit");
                 // Whatever the handler queued for the webhooks is committed now.
                 state.webhooks.notify_one();
                 self.remember(&keyed.fingerprint, &stored, expires_at).await;
                 return Response::from_parts(parts, poem::Body::from(bytes));
             }
-            Ok(false) => records::find(&state.db, &keyed.record, now()).await,
+            Ok(Outcome::Taken) => records::find(&state.db, &keyed.record, now()).await,
+            // The handler's writes, run with the commit, were refused: its refusal answers.
+            Ok(Outcome::Refused(refusal)) => {
+                let response = match refusal.downcast::<ApiError>() {
+                    Ok(refusal) => refusal.as_response(),
+                    Err(other) => {
+                        ApiError::internal(anyhow::anyhow!("a deferred write's refusal: {other}")).as_response()
+                    }
+                };
+                return self.refused(unit, response).await;
+            }
             Err(e) => Err(e),
         };
         match outcome {

@@ -145,7 +145,18 @@ async fn events_arrive_signed_with_the_record_as_the_api_returns_it() {
     assert!(ep.secret.starts_with("whsec_"));
     let k = &gym.live_key;
 
-    let member = app.member(k, "Ada", "Lovelace").await;
+    // Keyed: on SQLite its writes, the event's among them, go with the commit.
+    let created = app
+        .request(
+            "POST",
+            "/members",
+            Some(k),
+            Some(json!({"first_name": "Ada", "last_name": "Lovelace"})),
+            &[("Idempotency-Key", "ada")],
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let member = created.body;
     let id = member["id"].as_str().unwrap();
     let r = app.patch(k, &format!("/members/{id}"), json!({"city": "London"})).await;
     assert_eq!(r.status, 200);
