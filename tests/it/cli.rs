@@ -249,8 +249,8 @@ async fn demo_door_lets_its_card_in(app: &TestApp, demo: &Value) {
     demo_counter_sells(app, demo).await;
 }
 
-/// The README's sale with the demo's ids: the kiosk orders, the terminal approves, the printer
-/// gets a numbered receipt.
+/// The sale of `docs/devices.md` with the demo's ids: the kiosk orders, the terminal approves, the
+/// printer gets a numbered receipt.
 async fn demo_counter_sells(app: &TestApp, demo: &Value) {
     use serde_json::json;
     let live = demo["live_key"].as_str().unwrap();
