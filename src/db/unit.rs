@@ -129,10 +129,11 @@ impl Unit {
         self.abandon();
     }
 
-    /// Runs `last` in the unit's transaction (begun now if the handler wrote nothing) and commits
-    /// when it wrote its row, then runs the hooks; rolls back when it did not (see
+    /// Runs `last` (statements whose last one writes the row that marks the unit done, the
+    /// idempotency record) in the unit's transaction (begun now if the handler wrote nothing) and
+    /// commits when it wrote its row, then runs the hooks; rolls back when it did not (see
     /// [`Txn::commit_with`]). Deferred writes run after `last`, with the commit, in one text.
-    pub async fn commit_with(&self, db: &DatabaseConnection, last: Statement) -> Result<Outcome, DbErr> {
+    pub async fn commit_with(&self, db: &DatabaseConnection, last: Vec<Statement>) -> Result<Outcome, DbErr> {
         let deferred = self.state().deferred.take();
         if let Some(deferred) = deferred {
             return self.commit_deferred(db, last, deferred).await;
@@ -158,10 +159,15 @@ impl Unit {
 
     /// SQLite: `BEGIN IMMEDIATE`, `last`, the deferred writes and `COMMIT` in one text, so the
     /// file's writer is held for one round trip to its connection.
-    async fn commit_deferred(&self, db: &DatabaseConnection, last: Statement, d: Deferred) -> Result<Outcome, DbErr> {
+    async fn commit_deferred(
+        &self,
+        db: &DatabaseConnection,
+        last: Vec<Statement>,
+        d: Deferred,
+    ) -> Result<Outcome, DbErr> {
         let hooks = std::mem::take(&mut self.state().hooks);
-        let writes = d.writes.len();
-        let statements = std::iter::once(last).chain(d.writes).collect();
+        let (row, writes) = (last.len().saturating_sub(1), last.len()..last.len() + d.writes.len());
+        let statements = last.into_iter().chain(d.writes).collect();
         match file_writer::begin(db).await?.commit_all(statements).await {
             Ok(()) => {
                 for hook in hooks {
@@ -169,8 +175,10 @@ impl Unit {
                 }
                 Ok(Outcome::Committed)
             }
-            Err(Failed { statement: 0, error }) if super::is_unique_violation(&error) => Ok(Outcome::Taken),
-            Err(Failed { statement, error }) if (1..=writes).contains(&statement) => {
+            Err(Failed { statement, error }) if statement == row && super::is_unique_violation(&error) => {
+                Ok(Outcome::Taken)
+            }
+            Err(Failed { statement, error }) if writes.contains(&statement) => {
                 Ok(Outcome::Refused((d.refusal)(error).await))
             }
             Err(Failed { error, .. }) => Err(error),

@@ -32,19 +32,23 @@ impl Txn {
         }
     }
 
-    /// Runs `last`, a statement that writes one row or, when its row's key is taken, changes
-    /// nothing (PostgreSQL) or breaks a unique index (SQLite), and commits if it wrote; rolls back
-    /// and answers `false` if not. On SQLite `last` and `COMMIT` go in one text.
-    pub(super) async fn commit_with(self, last: Statement) -> Result<bool, DbErr> {
+    /// Runs `last`, statements whose last one writes one row or, when its row's key is taken,
+    /// changes nothing (PostgreSQL) or breaks a unique index (SQLite), and commits if it wrote;
+    /// rolls back and answers `false` if not. On SQLite `last` and `COMMIT` go in one text.
+    pub(super) async fn commit_with(self, mut last: Vec<Statement>) -> Result<bool, DbErr> {
         match self {
             Txn::Pg(txn) => {
-                if txn.execute(last).await?.rows_affected() == 0 {
+                let Some(row) = last.pop() else { return Err(DbErr::Custom("no statement to commit with".into())) };
+                for statement in last {
+                    txn.execute(statement).await?;
+                }
+                if txn.execute(row).await?.rows_affected() == 0 {
                     return Ok(false);
                 }
                 txn.commit().await?;
                 Ok(true)
             }
-            Txn::File(txn) => match txn.commit_with(last).await {
+            Txn::File(txn) => match txn.commit_with(super::batch::in_sequence(DbBackend::Sqlite, last)).await {
                 Ok(()) => Ok(true),
                 Err(e) if super::is_unique_violation(&e) => Ok(false),
                 Err(e) => Err(e),

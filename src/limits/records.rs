@@ -27,18 +27,19 @@ pub struct Kept {
     pub expires_at: DateTime<Utc>,
 }
 
-/// The statement that keeps `response` under `key` until `expires_at`. When a record under the
-/// key is still within its window (another request with the key came first) it changes no row on
-/// PostgreSQL, and fails on the key's unique index on SQLite (where the transaction's `COMMIT` is
-/// sent in the same text, and must not run: see `db::Unit::commit_with`); a record past its
-/// window is replaced.
+/// The statements that keep `response` under `key` until `expires_at`; the last one writes the
+/// record. When a record under the key is still within its window (another request with the key
+/// came first) it changes no row on PostgreSQL, and fails on the key's unique index on SQLite
+/// (where the transaction's `COMMIT` is sent in the same text, and must not run: see
+/// `db::Unit::commit_with`); a record past its window is replaced (on SQLite, deleted by the
+/// statement before it).
 pub fn insert(
     backend: DbBackend,
     key: &RecordKey,
     fingerprint: &str,
     response: &StoredResponse,
     (at, expires_at): (DateTime<Utc>, DateTime<Utc>),
-) -> Statement {
+) -> Vec<Statement> {
     let columns = "INSERT INTO idempotency_records \
          (gym_id, key_digest, fingerprint, status, content_type, body, created_at, expires_at) \
          VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
@@ -53,11 +54,12 @@ pub fn insert(
         expires_at.into(),
     ];
     if backend == DbBackend::Sqlite {
-        let sql = format!(
-            "DELETE FROM idempotency_records WHERE gym_id = ? AND key_digest = ? AND expires_at <= ?; {columns}"
-        );
+        let clear = "DELETE FROM idempotency_records WHERE gym_id = ? AND key_digest = ? AND expires_at <= ?";
         let past: [sea_orm::Value; 3] = [key.gym_id.into(), key.key_digest.as_str().into(), at.into()];
-        return Statement::from_sql_and_values(backend, sql, past.into_iter().chain(row));
+        return vec![
+            Statement::from_sql_and_values(backend, clear, past),
+            Statement::from_sql_and_values(backend, columns, row),
+        ];
     }
     let sql = placeholders(
         backend,
@@ -68,7 +70,7 @@ pub fn insert(
              WHERE idempotency_records.expires_at <= excluded.created_at"
         ),
     );
-    Statement::from_sql_and_values(backend, sql, row)
+    vec![Statement::from_sql_and_values(backend, sql, row)]
 }
 
 /// The record under `key` that is still within its window at `now`.
