@@ -262,25 +262,26 @@ pub async fn begin_writing(db: &DatabaseConnection) -> Result<Writing, DbErr> {
 /// the write's commit: its idempotency record, these writes and `COMMIT` go to the file's writer
 /// connection in one text, so the writer is held for one round trip instead of two. Should one of
 /// them fail, nothing is written and `refusal`, given the database's error, makes what answers
-/// instead of the handler's response (what the handler answers when they fail at once). Anywhere
-/// else, and for a handler that writes anything after them, they are handed back: run them now.
-pub fn defer_to_commit<F, E>(writes: Writes, refusal: impl FnOnce(DbErr) -> F + Send + 'static) -> Option<Writes>
+/// instead of the handler's response. Anywhere else they are handed back with `refusal`: run them
+/// now, and answer their error with it.
+pub fn defer_to_commit<R, F, E>(writes: Writes, refusal: R) -> Option<(Writes, R)>
 where
+    R: FnOnce(DbErr) -> F + Send + 'static,
     F: std::future::Future<Output = E> + Send + 'static,
     E: std::error::Error + Send + Sync + 'static,
 {
     use futures_util::FutureExt as _;
-    let Some(unit) = unit::current() else { return Some(writes) };
-    if writes.backend() != Some(DbBackend::Sqlite) {
-        return Some(writes);
-    }
-    let refusal: unit::Refusal = Box::new(move |e| {
-        refusal(e).map(|refused| Box::new(refused) as Box<dyn std::error::Error + Send + Sync>).boxed()
-    });
-    match unit.defer(writes.into_statements(), refusal) {
-        Ok(()) => None,
-        Err((statements, _)) => Some(Writes::from_statements(statements)),
-    }
+    let unit = unit::current().filter(Unit::may_defer);
+    let Some(unit) = unit.filter(|_| writes.backend() == Some(DbBackend::Sqlite)) else {
+        return Some((writes, refusal));
+    };
+    unit.defer(
+        writes.into_statements(),
+        Box::new(move |e| {
+            refusal(e).map(|refused| Box::new(refused) as Box<dyn std::error::Error + Send + Sync>).boxed()
+        }),
+    );
+    None
 }
 
 /// Adds to counting rows of `table` in one statement: each row is its key's values (in the order

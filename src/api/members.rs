@@ -226,8 +226,8 @@ impl MembersApi for Handlers {
         writes.extend(members::count_statement(backend, gym_id, Change::Added(vec![status])));
         let data = crate::types::wire::value(&member);
         let queued = webhooks::emit_with(self.db(), &mut writes, gym_id, EventType::MemberCreated, data).await?;
-        // A keyed write on SQLite sends these with its commit; what is refused then is refused
-        // as it is here.
+        // What answers when the database refuses these writes: now, or, for a keyed write on
+        // SQLite that sends them with its commit, then.
         let (db, claimed) = (self.db().clone(), (email.clone(), access_card.clone()));
         let refusal = move |e| async move {
             let (email, access_card) = claimed;
@@ -239,19 +239,13 @@ impl MembersApi for Handlers {
             };
             members::refused(&db, gym_id, claims, e).await
         };
-        let Some(writes) = crate::db::defer_to_commit(writes, refusal) else {
+        let Some((writes, refusal)) = crate::db::defer_to_commit(writes, refusal) else {
             return Ok(CreateMemberResponse::Created(Json(member)));
         };
         let txn = crate::db::begin_writing(self.db()).await?;
         if let Err(e) = writes.run(&txn).await {
             drop(txn);
-            let claims = Claims {
-                email: email.as_deref(),
-                access_card: access_card.as_deref(),
-                facility_id,
-                ..Claims::default()
-            };
-            return Err(members::refused(self.db(), gym_id, claims, e).await);
+            return Err(refusal(e).await);
         }
         txn.commit().await.map_err(members::taken)?;
         if queued {

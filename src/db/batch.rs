@@ -46,10 +46,6 @@ impl Writes {
         self.statements
     }
 
-    pub(super) fn from_statements(statements: Vec<Statement>) -> Self {
-        Self { statements }
-    }
-
     /// The backend the statements were written for (`None` when there are none).
     pub(super) fn backend(&self) -> Option<DbBackend> {
         self.statements.first().map(|s| s.db_backend)

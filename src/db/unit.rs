@@ -113,15 +113,17 @@ impl Unit {
         state.deferred = None;
     }
 
-    /// Keeps `writes` to run with the commit, when nothing of the unit has begun a transaction and
-    /// nothing was deferred before; hands them back otherwise.
-    pub(super) fn defer(&self, writes: Vec<Statement>, refusal: Refusal) -> Result<(), (Vec<Statement>, Refusal)> {
-        let mut state = self.state();
-        if state.open.is_some() || state.deferred.is_some() {
-            return Err((writes, refusal));
-        }
-        state.deferred = Some(Deferred { writes, refusal });
-        Ok(())
+    /// Whether writes may be left to the commit: nothing of the unit has begun a transaction and
+    /// nothing was deferred before.
+    pub(super) fn may_defer(&self) -> bool {
+        let state = self.state();
+        state.open.is_none() && state.deferred.is_none()
+    }
+
+    /// Keeps `writes` to run with the commit (the caller asked [`Self::may_defer`]; the unit is its
+    /// request's alone).
+    pub(super) fn defer(&self, writes: Vec<Statement>, refusal: Refusal) {
+        self.state().deferred = Some(Deferred { writes, refusal });
     }
 
     /// Rolls back whatever the unit holds.
