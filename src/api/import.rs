@@ -7,9 +7,9 @@ use crate::{context::RequestContext, errors::ApiError, import};
 
 impl Handlers {
     /// A written batch may have queued an `import.completed` delivery: wake the dispatcher.
-    fn written(&self, dry_run: bool) {
+    async fn written(&self, dry_run: bool) {
         if !dry_run {
-            self.state.webhooks.notify_one();
+            crate::webhooks::wake(&self.state.webhooks).await;
         }
     }
 }
@@ -17,7 +17,7 @@ impl Handlers {
 impl ImportApi for Handlers {
     async fn import_plans(&self, ctx: &RequestContext, p: ImportPlansParams) -> Result<ImportPlansResponse, ApiError> {
         let r = import::plans(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
-        self.written(p.dry_run);
+        self.written(p.dry_run).await;
         Ok(ImportPlansResponse::Ok(Json(r)))
     }
 
@@ -27,7 +27,7 @@ impl ImportApi for Handlers {
         p: ImportMembersParams,
     ) -> Result<ImportMembersResponse, ApiError> {
         let r = import::members(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
-        self.written(p.dry_run);
+        self.written(p.dry_run).await;
         Ok(ImportMembersResponse::Ok(Json(r)))
     }
 
@@ -37,7 +37,7 @@ impl ImportApi for Handlers {
         p: ImportMembershipsParams,
     ) -> Result<ImportMembershipsResponse, ApiError> {
         let r = import::memberships(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
-        self.written(p.dry_run);
+        self.written(p.dry_run).await;
         Ok(ImportMembershipsResponse::Ok(Json(r)))
     }
 
@@ -48,7 +48,7 @@ impl ImportApi for Handlers {
     ) -> Result<ImportAttendanceResponse, ApiError> {
         let r =
             import::attendance(self.db(), ctx.tenant.gym_id, ImportEntity::Attendance, p.body.rows, p.dry_run).await?;
-        self.written(p.dry_run);
+        self.written(p.dry_run).await;
         Ok(ImportAttendanceResponse::Ok(Json(r)))
     }
 
@@ -59,7 +59,7 @@ impl ImportApi for Handlers {
     ) -> Result<ImportAccessLogsResponse, ApiError> {
         let r =
             import::attendance(self.db(), ctx.tenant.gym_id, ImportEntity::AccessLogs, p.body.rows, p.dry_run).await?;
-        self.written(p.dry_run);
+        self.written(p.dry_run).await;
         Ok(ImportAccessLogsResponse::Ok(Json(r)))
     }
 
@@ -69,7 +69,7 @@ impl ImportApi for Handlers {
         p: ImportProductsParams,
     ) -> Result<ImportProductsResponse, ApiError> {
         let r = import::products(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
-        self.written(p.dry_run);
+        self.written(p.dry_run).await;
         Ok(ImportProductsResponse::Ok(Json(r)))
     }
 
@@ -79,7 +79,7 @@ impl ImportApi for Handlers {
         p: ImportPurchasesParams,
     ) -> Result<ImportPurchasesResponse, ApiError> {
         let r = import::purchases(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
-        self.written(p.dry_run);
+        self.written(p.dry_run).await;
         Ok(ImportPurchasesResponse::Ok(Json(r)))
     }
 

@@ -249,7 +249,7 @@ impl MembersApi for Handlers {
         }
         txn.commit().await.map_err(members::taken)?;
         if queued {
-            self.state.webhooks.notify_one();
+            crate::webhooks::wake(&self.state.webhooks).await;
         }
         Ok(CreateMemberResponse::Created(Json(member)))
     }
@@ -312,7 +312,7 @@ async fn update(h: &Handlers, ctx: &RequestContext, id: &str, b: MemberUpdate) -
     let queued = members::announce(&txn, gym_id, EventType::MemberUpdated, &member).await?;
     txn.commit().await.map_err(members::taken)?;
     if queued {
-        h.state.webhooks.notify_one();
+        crate::webhooks::wake(&h.state.webhooks).await;
     }
     Ok(member)
 }

@@ -111,7 +111,7 @@ impl WebhooksApi for Handlers {
             .await?
             .ok_or_else(|| ApiError::not_found(KIND, &p.id))?;
         txn.commit().await?;
-        self.state.webhooks.notify_one();
+        crate::webhooks::wake(&self.state.webhooks).await;
         Ok(RedeliverWebhookDeliveryResponse::Accepted(Json(delivery(d)?)))
     }
 }

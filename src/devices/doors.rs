@@ -64,7 +64,7 @@ impl DoorsApi for DeviceHandlers {
         let tz: Tz = ctx.tenant.timezone.parse().unwrap_or(Tz::UTC);
         let (decision, queued) = door::decide(self.db(), &door, tz, &who).await?;
         if queued {
-            self.state.webhooks.notify_one();
+            crate::webhooks::wake(&self.state.webhooks).await;
         }
         let e = decision.entry;
         Ok(DecideAccessResponse::Ok(Json(AccessDecision {

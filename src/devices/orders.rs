@@ -159,6 +159,7 @@ impl OrdersApi for DeviceHandlers {
         }
         let tenant = (ctx.tenant.gym_id, ctx.tenant.first_facility_id);
         let sale = sales::order(self.db(), &self.state.wakes, tenant, new).await?;
+        crate::webhooks::wake(&self.state.webhooks).await;
         Ok(CreateOrderResponse::Created(Json(self.answer(ctx, &sale).await?)))
     }
 
@@ -173,11 +174,13 @@ impl OrdersApi for DeviceHandlers {
         p: RetryPaymentParams,
     ) -> Result<RetryPaymentResponse, ApiError> {
         let sale = sales::retry(self.db(), &self.state.wakes, ctx.tenant.gym_id, &p.order_id).await?;
+        crate::webhooks::wake(&self.state.webhooks).await;
         Ok(RetryPaymentResponse::Ok(Json(self.answer(ctx, &sale).await?)))
     }
 
     async fn cancel_order(&self, ctx: &RequestContext, p: CancelOrderParams) -> Result<CancelOrderResponse, ApiError> {
         let sale = sales::cancel(self.db(), ctx.tenant.gym_id, &p.order_id).await?;
+        crate::webhooks::wake(&self.state.webhooks).await;
         Ok(CancelOrderResponse::Ok(Json(self.answer(ctx, &sale).await?)))
     }
 

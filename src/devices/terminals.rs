@@ -68,6 +68,7 @@ impl TerminalsApi for DeviceHandlers {
         };
         errors.into_result()?;
         let job = terminal::report(self.db(), &self.state.wakes, &t, &p.job_id, report).await?;
+        crate::webhooks::wake(&self.state.webhooks).await;
         Ok(ReportPaymentResponse::Ok(Json(payment(&job, now()))))
     }
 }

@@ -163,8 +163,6 @@ impl Settle<'_> {
         let outcome = match unit.commit_with(state.db.orm(), record).await {
             Ok(Outcome::Committed) => {
                 crash_point("after-keyed-commit");
-                // Whatever the handler queued for the webhooks is committed now.
-                state.webhooks.notify_one();
                 self.remember(&keyed.fingerprint, &stored, expires_at).await;
                 return Response::from_parts(parts, poem::Body::from(bytes));
             }

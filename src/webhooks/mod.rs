@@ -83,6 +83,14 @@ pub async fn emit(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType, dat
     Ok(queued)
 }
 
+/// Wakes the dispatcher for deliveries the caller just queued and committed: at once, or, inside a
+/// keyed write, once the write's transaction commits (a delivery is not looked for before it
+/// exists). A write that queued nothing does not wake it: each wake-up costs the dispatcher a query.
+pub async fn wake(dispatcher: &std::sync::Arc<tokio::sync::Notify>) {
+    let dispatcher = dispatcher.clone();
+    crate::db::after_commit(async move { dispatcher.notify_one() }).await;
+}
+
 /// [`emit`], its writes added to `writes` (which the caller runs in its transaction `db`): reads
 /// the gym's endpoints now, writes with the rest.
 pub async fn emit_with(
