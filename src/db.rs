@@ -2,6 +2,7 @@
 
 mod batch;
 mod file_writer;
+mod group;
 mod statements;
 mod unit;
 mod writers;

@@ -47,6 +47,10 @@ struct Writer {
     used: Option<Instant>,
 }
 
+/// This process's turn to write a file: the file's writer connection, held until dropped (or, in
+/// memory, the pool's one connection).
+pub(super) struct Turn(Conn);
+
 enum Conn {
     File(OwnedMutexGuard<Writer>),
     Memory(PoolConnection<Sqlite>),
@@ -73,7 +77,7 @@ struct Inner {
     begun: Begun,
 }
 
-/// A statement of [`FileTxn::commit_all`] that failed: which one, and why.
+/// A statement of a group of statements that failed: which one, and why.
 #[derive(Debug)]
 pub struct Failed {
     pub statement: usize,
@@ -83,15 +87,23 @@ pub struct Failed {
 /// Waits for this process's turn to write `db`'s file and begins a transaction (sent with its first
 /// statement).
 pub async fn begin(db: &DatabaseConnection) -> Result<FileTxn, DbErr> {
+    let Turn(conn) = turn(db).await?;
+    Ok(FileTxn { inner: tokio::sync::Mutex::new(Inner { conn: Some(conn), begun: Begun::Not }) })
+}
+
+/// Waits for this process's turn to write `db`'s file; a transaction its last holder left open is
+/// rolled back first.
+pub(super) async fn turn(db: &DatabaseConnection) -> Result<Turn, DbErr> {
     let pool = db.get_sqlite_connection_pool();
     let options = pool.connect_options();
-    let conn = if in_memory(&options) {
+    Ok(Turn(if in_memory(&options) {
         Conn::Memory(pool.acquire().await.map_err(|_| DbErr::ConnectionAcquire(ConnAcquireErr::Timeout))?)
     } else {
         let queue = queue(options.get_filename());
         let mut writer = queue.lock_owned().await;
         if writer.conn.is_none() {
-            let conn = (*options).clone().connect().await.map_err(|e| DbErr::Conn(RuntimeErr::SqlxError(e)))?;
+            let options = (*options).clone().pragma("temp_store", "memory");
+            let conn = options.connect().await.map_err(|e| DbErr::Conn(RuntimeErr::SqlxError(e)))?;
             *writer = Writer { conn: Some(conn), in_doubt: false, used: None };
         }
         writer.used = Some(Instant::now());
@@ -99,8 +111,13 @@ pub async fn begin(db: &DatabaseConnection) -> Result<FileTxn, DbErr> {
             roll_back(&mut writer).await;
         }
         Conn::File(writer)
-    };
-    Ok(FileTxn { inner: tokio::sync::Mutex::new(Inner { conn: Some(conn), begun: Begun::Not }) })
+    }))
+}
+
+/// The file `db` writes; `None` for a database in memory.
+pub(super) fn file(db: &DatabaseConnection) -> Option<PathBuf> {
+    let options = db.get_sqlite_connection_pool().connect_options();
+    (!in_memory(&options)).then(|| options.get_filename().to_path_buf())
 }
 
 /// Whether the database is in memory (its one connection is the pool's). sqlx keeps that in a
@@ -156,6 +173,56 @@ impl Conn {
     }
 }
 
+impl Turn {
+    /// Runs a text of statements that ends the transaction it may begin (its last statement is
+    /// `COMMIT`). When one fails the rest do not run, the transaction stays open, and the error
+    /// comes with the count of statements that ran before it.
+    pub(super) async fn run_text(&mut self, text: Statement) -> Result<(), (usize, DbErr)> {
+        if let Conn::File(writer) = &mut self.0 {
+            // Until the text has run to its COMMIT, a transaction may be open.
+            writer.in_doubt = true;
+        }
+        let conn = self.0.sqlite().map_err(|e| (0, e))?;
+        let values = text.values.unwrap_or(Values(Vec::new()));
+        let mut ran = 0;
+        each_result(conn, sqlx::query_with(&text.sql, SqlxValues(values)), |_| ran += 1)
+            .await
+            .map_err(|e| (ran, DbErr::Exec(RuntimeErr::SqlxError(e))))?;
+        if let Conn::File(writer) = &mut self.0 {
+            writer.in_doubt = false;
+        }
+        Ok(())
+    }
+
+    /// Rolls back whatever transaction is open on the connection.
+    pub(super) async fn roll_back(&mut self) {
+        match &mut self.0 {
+            Conn::File(writer) => roll_back(writer).await,
+            Conn::Memory(conn) => {
+                let _ = conn.execute("ROLLBACK").await;
+            }
+        }
+    }
+}
+
+/// Runs `query` (one or more statements), handing each statement's own result to `f` in order.
+async fn each_result(
+    conn: &mut SqliteConnection,
+    query: Query<'_>,
+    mut f: impl FnMut(SqliteQueryResult),
+) -> Result<(), sqlx::Error> {
+    // Each statement's own result; sqlx marks the call deprecated because only SQLite runs several
+    // statements in one text, which is what this module is for.
+    #[allow(deprecated)]
+    let mut each = query.fetch_many(conn);
+    while let Some(step) = each.try_next().await? {
+        if let Either::Left(result) = step {
+            f(result);
+        }
+    }
+    Ok(())
+}
+
 fn closed() -> DbErr {
     DbErr::ConnectionAcquire(ConnAcquireErr::ConnectionClosed)
 }
@@ -193,18 +260,13 @@ impl FileTxn {
     pub async fn execute(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
         let done = self
             .run(&stmt, async |c, q, begins| {
-                // Each statement's own result; sqlx marks the call deprecated because only SQLite
-                // runs several statements in one text, which is what this module is for.
-                #[allow(deprecated)]
-                let mut each = q.fetch_many(c);
                 let (mut done, mut skip) = (SqliteQueryResult::default(), begins);
-                while let Some(step) = each.try_next().await? {
-                    if let Either::Left(result) = step {
-                        if !std::mem::take(&mut skip) {
-                            done.extend([result]);
-                        }
+                each_result(c, q, |result| {
+                    if !std::mem::take(&mut skip) {
+                        done.extend([result]);
                     }
-                }
+                })
+                .await?;
                 Ok(done)
             })
             .await;
@@ -234,42 +296,6 @@ impl FileTxn {
         self.execute(last).await?;
         self.inner.lock().await.begun = Begun::Not;
         Ok(())
-    }
-
-    /// Runs `statements` and commits, all in one text with the transaction's `BEGIN IMMEDIATE`
-    /// (the transaction must not have begun). When one fails, the rest and the commit do not run:
-    /// the transaction is rolled back when it is dropped, and the error names the statement that
-    /// failed, counted from 0 (`statements.len()` for the commit).
-    pub async fn commit_all(self, statements: Vec<Statement>) -> Result<(), Failed> {
-        let count = statements.len();
-        let mut text = super::batch::in_sequence(sea_orm::DbBackend::Sqlite, statements);
-        text.sql.push_str("; COMMIT");
-        let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let counted = done.clone();
-        let ran = self
-            .run(&text, async move |c, q, begins| {
-                // As in `execute`: each statement's own result, `BEGIN IMMEDIATE`'s left out.
-                #[allow(deprecated)]
-                let mut each = q.fetch_many(c);
-                let mut skip = begins;
-                while let Some(step) = each.try_next().await? {
-                    if matches!(step, Either::Left(_)) && !std::mem::take(&mut skip) {
-                        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    }
-                }
-                Ok(())
-            })
-            .await;
-        match ran {
-            Ok(()) => {
-                self.inner.lock().await.begun = Begun::Not;
-                Ok(())
-            }
-            Err(e) => {
-                let statement = done.load(std::sync::atomic::Ordering::Relaxed).min(count);
-                Err(Failed { statement, error: DbErr::Exec(RuntimeErr::SqlxError(e)) })
-            }
-        }
     }
 
     /// Commits what the transaction wrote and hands the turn on.

@@ -12,8 +12,9 @@
 //!
 //! On SQLite a handler that only writes (its reads are done) may instead leave its writes to the
 //! commit ([`super::defer_to_commit`]): the record, the writes and `COMMIT` then reach the file's
-//! writer connection in one text, and the writer is held for one round trip, not two. Should one
-//! of the writes fail, nothing is written and the handler's refusal, made from the error, answers.
+//! writer connection in one text, with those of other keyed writes waiting for it (`db::group`).
+//! Should one of the writes fail, nothing of it is written and the handler's refusal, made from the
+//! error, answers.
 
 use std::{
     future::Future,
@@ -24,8 +25,8 @@ use std::{
 use futures_util::future::BoxFuture;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, Statement};
 
-use super::file_writer::{self, Failed};
 use super::writers::{self, Txn, Writing};
+use super::{file_writer::Failed, group};
 
 tokio::task_local! {
     static UNIT: Unit;
@@ -159,8 +160,8 @@ impl Unit {
         Ok(Outcome::Committed)
     }
 
-    /// SQLite: `BEGIN IMMEDIATE`, `last`, the deferred writes and `COMMIT` in one text, so the
-    /// file's writer is held for one round trip to its connection.
+    /// SQLite: `last` and the deferred writes go to the file's group (`db::group`), committed in
+    /// one text with the other keyed writes waiting for the writer.
     async fn commit_deferred(
         &self,
         db: &DatabaseConnection,
@@ -170,7 +171,7 @@ impl Unit {
         let hooks = std::mem::take(&mut self.state().hooks);
         let (row, writes) = (last.len().saturating_sub(1), last.len()..last.len() + d.writes.len());
         let statements = last.into_iter().chain(d.writes).collect();
-        match file_writer::begin(db).await?.commit_all(statements).await {
+        match group::commit(db, statements).await {
             Ok(()) => {
                 for hook in hooks {
                     hook.await;

@@ -98,6 +98,39 @@ async fn every_rule_a_new_member_breaks_is_named_at_once() {
     assert_eq!(app.get(&a.live_key, "/members").await.body["meta"]["total"], 1);
 }
 
+/// Keyed writes arriving together are committed together on SQLite, and each is still answered
+/// for itself: of three writers racing for each email, one gets its 201 and the others a 422,
+/// whether the race is lost at the handler's check or at the commit, and exactly the winners exist.
+#[tokio::test]
+async fn keyed_writes_racing_for_emails_each_get_their_own_answer() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Racing").await;
+    let sends = (0..36).map(|i| {
+        let (app, key) = (&app, &gym.live_key);
+        async move {
+            let body = json!({"first_name": "Racer", "last_name": format!("R{i}"),
+                              "email": format!("racer-{}@example.com", i % 12)});
+            let idempotency = format!("race-{i}");
+            let r = app.request("POST", "/members", Some(key), Some(body), &[("Idempotency-Key", &idempotency)]).await;
+            (i % 12, r.status, r.body)
+        }
+    });
+    let answers = futures_util::future::join_all(sends).await;
+    let mut winners = HashSet::new();
+    for (email, status, body) in &answers {
+        match status {
+            201 => assert!(winners.insert(*email), "a second 201 for racer-{email}: {body}"),
+            422 => assert_eq!(body["errors"]["email"], json!(["The email has already been taken."]), "{body}"),
+            _ => panic!("racer-{email}: {status} {body}"),
+        }
+    }
+    assert_eq!(winners.len(), 12, "{answers:?}");
+    let listed = app.get(&gym.live_key, "/members?search=racer&per_page=100").await.body;
+    let ids: HashSet<&str> = listed["data"].as_array().unwrap().iter().filter_map(|m| m["id"].as_str()).collect();
+    let won: HashSet<&str> = answers.iter().filter(|a| a.1 == 201).filter_map(|a| a.2["id"].as_str()).collect();
+    assert_eq!(ids, won);
+}
+
 /// An access card opens the gym's doors for one member: unique in the gym, case included, free
 /// again once cleared; writers racing for one card end in one 201 and 422s, never a 500.
 #[tokio::test]
