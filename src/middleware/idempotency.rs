@@ -62,26 +62,25 @@ pub(super) async fn idempotent<E: Endpoint>(
     keyed: &Keyed,
     begun: Option<IdempotencyState>,
 ) -> Response {
-    let store = &state.store;
-    let lock = state.config.idempotency_lock;
-    let begun = match begun {
-        Some(state) => Ok(state),
-        // The admission did not reach the store (it failed open): ask it once more.
-        None => store.idempotency_begin(&keyed.scope, &keyed.fingerprint, lock).await,
+    // The admission failed open: its answer did not come in time, but it may have reached the
+    // store and begun the key for this very request, so asking again could find the key running
+    // and refuse the request for itself. The database alone keeps this key.
+    let Some(begun) = begun else {
+        tracing::warn!(store = state.store.name(), "idempotency store unavailable; the database alone keeps this key");
+        return run(next, req, Settle { state, keyed, locked: false }).await;
     };
-    let locked = match begun {
-        Err(e) => {
-            tracing::warn!(error = %e, store = store.name(), "idempotency store unavailable; the database alone keeps this key");
-            false
-        }
-        Ok(IdempotencyState::Mismatch) => return mismatch(),
-        Ok(IdempotencyState::Running) => return ApiError::IdempotencyConflict.as_response(),
-        Ok(IdempotencyState::Replay(stored)) => return replay(stored),
-        Ok(IdempotencyState::Started) => true,
-    };
+    match begun {
+        IdempotencyState::Mismatch => mismatch(),
+        IdempotencyState::Running => ApiError::IdempotencyConflict.as_response(),
+        IdempotencyState::Replay(stored) => replay(stored),
+        IdempotencyState::Started => run(next, req, Settle { state, keyed, locked: true }).await,
+    }
+}
+
+/// Runs the handler in a unit and settles it.
+async fn run<E: Endpoint>(next: Arc<E>, req: Request, settle: Settle<'_>) -> Response {
     let unit = Unit::new();
     let response = unit.scope(call(next, req)).await;
-    let settle = Settle { state, keyed, locked };
     if kept(response.status()) { settle.keep(&unit, response).await } else { settle.refused(&unit, response).await }
 }
 
@@ -200,10 +199,9 @@ impl Settle<'_> {
     }
 
     /// Keeps a response in the store until `expires_at`, for fast replays (the database has it).
+    /// Also when the store did not begin the key for this request: a begin that answered late may
+    /// have left it running there, and the response kept ends that.
     async fn remember(&self, fingerprint: &str, stored: &StoredResponse, expires_at: DateTime<Utc>) {
-        if !self.locked {
-            return;
-        }
         let ttl = (expires_at - now()).to_std().unwrap_or_default().max(std::time::Duration::from_millis(1));
         let result = self.state.store.idempotency_complete(&self.keyed.scope, fingerprint, stored, ttl).await;
         if let Err(e) = result {

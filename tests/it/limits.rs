@@ -346,8 +346,10 @@ async fn a_refusal_by_the_handler_is_not_kept_so_a_corrected_retry_runs() {
     assert_eq!(app.get(&gym.live_key, "/members").await.body["meta"]["total"], 2);
 }
 
-/// A TCP proxy in front of Redis that the test can cut: `Forward`, or `Blackhole` (connections are
-/// accepted and never answered, like a hung Redis).
+/// A TCP proxy in front of Redis that the test can cut: `Forward`, `Blackhole` (connections are
+/// accepted and never answered, like a hung Redis), or `Late` (the next answer Redis sends is held
+/// for 300 ms, past a 200 ms timeout but not past the next request's, then everything is forwarded
+/// again).
 struct RedisProxy {
     url: String,
     mode: Arc<AtomicU8>,
@@ -355,6 +357,25 @@ struct RedisProxy {
 
 const FORWARD: u8 = 0;
 const BLACKHOLE: u8 = 1;
+const LATE: u8 = 2;
+
+/// Copies Redis's answers to the client, holding the first one sent while the mode is `LATE`.
+async fn answers(
+    from: &mut (impl tokio::io::AsyncRead + Unpin),
+    to: &mut (impl tokio::io::AsyncWrite + Unpin),
+    mode: &AtomicU8,
+) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut buf = vec![0; 16 * 1024];
+    while let Ok(n @ 1..) = from.read(&mut buf).await {
+        if mode.compare_exchange(LATE, FORWARD, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
 
 async fn redis_proxy(target: &str) -> RedisProxy {
     let target = url::Url::parse(target).unwrap();
@@ -377,13 +398,13 @@ async fn redis_proxy(target: &str) -> RedisProxy {
                 let (mut cr, mut cw) = client.split();
                 let (mut sr, mut sw) = server.split();
                 let cut = async {
-                    while m.load(Ordering::SeqCst) == FORWARD {
+                    while m.load(Ordering::SeqCst) != BLACKHOLE {
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
                 };
                 tokio::select! {
                     _ = tokio::io::copy(&mut cr, &mut sw) => {},
-                    _ = tokio::io::copy(&mut sr, &mut cw) => {},
+                    () = answers(&mut sr, &mut cw, &m) => {},
                     _ = cut => {},
                 }
             });
@@ -470,6 +491,43 @@ async fn a_hung_redis_fails_reads_open_and_keyed_writes_stay_exactly_once() {
     assert_eq!(later.body, first.body);
     assert_eq!(app.get(&gym.live_key, "/members").await.body["meta"]["total"], 3);
     assert!(scrape(&app).await.contains("gymapi_store_up 1"), "the breaker closed again");
+}
+
+/// A keyed write whose admission Redis answered after the timeout: the admission may have begun
+/// the key there for this very request, so the request goes on with the database alone keeping its
+/// key rather than asking Redis again and finding the key running (a 409 for a request nobody else
+/// sent); its response then replaces the key's lock, so a repeat replays at once.
+#[tokio::test]
+async fn a_late_admission_does_not_refuse_its_own_request() {
+    let Some(redis) = std::env::var("TEST_REDIS_URL").ok().filter(|u| !u.is_empty()) else {
+        eprintln!("skipped: needs TEST_REDIS_URL (the Redis pass of .ci/run runs it)");
+        return;
+    };
+    let proxy = redis_proxy(&redis).await;
+    let app = TestApp::spawn_with(|c| {
+        c.redis_url = Some(proxy.url.clone());
+        c.redis_timeout = Duration::from_millis(200);
+    })
+    .await;
+    let gym = app.gym("Late").await;
+    assert_eq!(app.get(&gym.live_key, "/members").await.status, 200);
+    let keyed = || {
+        app.request(
+            "POST",
+            "/members",
+            Some(&gym.live_key),
+            Some(json!({"first_name": "Late", "last_name": "Answer"})),
+            &[("Idempotency-Key", "late-1")],
+        )
+    };
+    proxy.mode.store(LATE, Ordering::SeqCst);
+    let first = keyed().await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    assert_eq!(proxy.mode.load(Ordering::SeqCst), FORWARD, "an answer was held");
+    let again = keyed().await;
+    assert_eq!((again.status, again.header("idempotency-replayed")), (201, Some("true")), "{}", again.body);
+    assert_eq!(again.body, first.body);
+    assert_eq!(app.get(&gym.live_key, "/members").await.body["meta"]["total"], 1);
 }
 
 async fn scrape(app: &TestApp) -> String {
