@@ -41,8 +41,8 @@ struct Job {
 }
 
 /// Runs `statements` and commits them, with the units of other requests waiting for the same file
-/// (see the module). A statement that fails is named as in [`file_writer::FileTxn::commit_all`]:
-/// its index, or `statements.len()` when the group itself failed.
+/// (see the module). A statement of them that fails is named by its index in `statements`;
+/// `statements.len()` stands for the group's own statements (its `BEGIN`, its `COMMIT`).
 pub async fn commit(db: &DatabaseConnection, statements: Vec<Statement>) -> Result<(), Failed> {
     let count = statements.len();
     let (answer, answered) = oneshot::channel();
