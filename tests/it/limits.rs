@@ -413,14 +413,12 @@ async fn redis_proxy(target: &str) -> RedisProxy {
     RedisProxy { url, mode }
 }
 
-/// Redis hangs mid-run: reads keep working (the limiter fails open), keyed writes go on with the
-/// database alone keeping their keys (a repeat replays, nothing is written twice), and nothing
-/// waits much longer than the configured timeout.
-#[tokio::test]
-async fn a_hung_redis_fails_reads_open_and_keyed_writes_stay_exactly_once() {
+/// An app whose Redis is reached through a [`RedisProxy`], with a 200 ms timeout, and a gym whose
+/// key Redis already knows; `None` (the test skipped) without `TEST_REDIS_URL`.
+async fn behind_a_proxy(gym: &str) -> Option<(RedisProxy, TestApp, crate::common::Gym)> {
     let Some(redis) = std::env::var("TEST_REDIS_URL").ok().filter(|u| !u.is_empty()) else {
         eprintln!("skipped: needs TEST_REDIS_URL (the Redis pass of .ci/run runs it)");
-        return;
+        return None;
     };
     let proxy = redis_proxy(&redis).await;
     let app = TestApp::spawn_with(|c| {
@@ -428,8 +426,17 @@ async fn a_hung_redis_fails_reads_open_and_keyed_writes_stay_exactly_once() {
         c.redis_timeout = Duration::from_millis(200);
     })
     .await;
-    let gym = app.gym("Outage").await;
+    let gym = app.gym(gym).await;
     assert_eq!(app.get(&gym.live_key, "/members").await.status, 200);
+    Some((proxy, app, gym))
+}
+
+/// Redis hangs mid-run: reads keep working (the limiter fails open), keyed writes go on with the
+/// database alone keeping their keys (a repeat replays, nothing is written twice), and nothing
+/// waits much longer than the configured timeout.
+#[tokio::test]
+async fn a_hung_redis_fails_reads_open_and_keyed_writes_stay_exactly_once() {
+    let Some((proxy, app, gym)) = behind_a_proxy("Outage").await else { return };
 
     proxy.mode.store(BLACKHOLE, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -499,18 +506,7 @@ async fn a_hung_redis_fails_reads_open_and_keyed_writes_stay_exactly_once() {
 /// sent); its response then replaces the key's lock, so a repeat replays at once.
 #[tokio::test]
 async fn a_late_admission_does_not_refuse_its_own_request() {
-    let Some(redis) = std::env::var("TEST_REDIS_URL").ok().filter(|u| !u.is_empty()) else {
-        eprintln!("skipped: needs TEST_REDIS_URL (the Redis pass of .ci/run runs it)");
-        return;
-    };
-    let proxy = redis_proxy(&redis).await;
-    let app = TestApp::spawn_with(|c| {
-        c.redis_url = Some(proxy.url.clone());
-        c.redis_timeout = Duration::from_millis(200);
-    })
-    .await;
-    let gym = app.gym("Late").await;
-    assert_eq!(app.get(&gym.live_key, "/members").await.status, 200);
+    let Some((proxy, app, gym)) = behind_a_proxy("Late").await else { return };
     let keyed = || {
         app.request(
             "POST",
