@@ -111,16 +111,20 @@ async fn run(turn: Result<Turn, DbErr>, jobs: Vec<Job>) {
 
 fn fail_all(jobs: Vec<Job>, error: &DbErr) {
     for job in jobs {
-        let statement = job.statements.len();
-        let _ = job.answer.send(Err(Failed { statement, error: DbErr::Custom(error.to_string()) }));
+        let _ = job.answer.send(Err(failed_with_group(&job.statements, error)));
     }
+}
+
+/// A unit's outcome when its group failed (`error` is the group's, told to each unit): named at
+/// `statements.len()`, past the unit's own statements.
+fn failed_with_group(statements: &[Statement], error: &DbErr) -> Failed {
+    Failed { statement: statements.len(), error: DbErr::Exec(RuntimeErr::Internal(error.to_string())) }
 }
 
 /// Each unit's outcome, in order. A group of one takes no savepoint: its failure rolls back the
 /// transaction, which holds nothing else.
 async fn commit_group(turn: &mut Turn, units: Vec<Vec<Statement>>) -> Vec<Result<(), Failed>> {
     let saved = units.len() > 1;
-    let lens: Vec<usize> = units.iter().map(Vec::len).collect();
     let mut outcomes: Vec<Option<Result<(), Failed>>> = units.iter().map(|_| None).collect();
     let (mut from, mut begun, mut undo) = (0, false, false);
     loop {
@@ -138,11 +142,9 @@ async fn commit_group(turn: &mut Turn, units: Vec<Vec<Statement>>) -> Vec<Result
                 }
                 _ => {
                     turn.roll_back().await;
-                    let message = error.to_string();
-                    for (unit, outcome) in outcomes.iter_mut().enumerate() {
+                    for (unit, outcome) in units.iter().zip(outcomes.iter_mut()) {
                         if outcome.is_none() {
-                            let error = DbErr::Exec(RuntimeErr::Internal(message.clone()));
-                            *outcome = Some(Err(Failed { statement: lens[unit], error }));
+                            *outcome = Some(Err(failed_with_group(unit, &error)));
                         }
                     }
                     break;
