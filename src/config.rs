@@ -49,6 +49,10 @@ pub struct Config {
     /// `GYMAPI_WEBHOOK_DISPATCH=0` keeps `serve` from sending webhooks (when `gymapi worker`
     /// processes do it); default on.
     pub webhook_dispatch: bool,
+    /// `GYMAPI_WEBHOOK_POLL_MS`, default 200: how often an idle dispatcher looks for due
+    /// deliveries. A write in the same process wakes its dispatcher at once; a `gymapi worker`
+    /// learns of the servers' writes by looking.
+    pub webhook_poll: Duration,
     /// `GYMAPI_LOG_FORMAT=json` for JSON lines (default: human-readable).
     pub log_json: bool,
     /// `GYMAPI_HEADER_TIMEOUT_SECS`, default 30: how long a connection may take to send a request's
@@ -88,6 +92,7 @@ impl Default for Config {
                 .map(Duration::from_secs)
                 .collect(),
             webhook_dispatch: true,
+            webhook_poll: Duration::from_millis(200),
             log_json: false,
             header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(30),
@@ -199,6 +204,9 @@ impl Config {
         }
         if let Some(v) = var("GYMAPI_WEBHOOK_DISPATCH") {
             c.webhook_dispatch = !matches!(v.trim(), "0" | "false" | "no" | "off");
+        }
+        if let Some(v) = var("GYMAPI_WEBHOOK_POLL_MS") {
+            c.webhook_poll = Duration::from_millis(positive("GYMAPI_WEBHOOK_POLL_MS", &v)?.into());
         }
         c.log_json = var("GYMAPI_LOG_FORMAT").is_some_and(|v| v == "json");
         if let Some(v) = var("GYMAPI_HEADER_TIMEOUT_SECS") {

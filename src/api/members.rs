@@ -226,8 +226,8 @@ impl MembersApi for Handlers {
         writes.extend(members::count_statement(backend, gym_id, Change::Added(vec![status])));
         let data = crate::types::wire::value(&member);
         let queued = webhooks::emit_with(self.db(), &mut writes, gym_id, EventType::MemberCreated, data).await?;
-        // What answers when the database refuses these writes: now, or, for a keyed write on
-        // SQLite that sends them with its commit, then.
+        // What answers when the database refuses these writes: now, or, for a keyed write that
+        // sends them with its commit, then.
         let (db, claimed) = (self.db().clone(), (email.clone(), access_card.clone()));
         let refusal = move |e| async move {
             let (email, access_card) = claimed;
@@ -240,6 +240,9 @@ impl MembersApi for Handlers {
             members::refused(&db, gym_id, claims, e).await
         };
         let Some((writes, refusal)) = crate::db::defer_to_commit(writes, refusal) else {
+            if queued {
+                crate::webhooks::wake(&self.state.webhooks).await;
+            }
             return Ok(CreateMemberResponse::Created(Json(member)));
         };
         let txn = crate::db::begin_writing(self.db()).await?;

@@ -45,9 +45,6 @@ pub const TIMEOUT: Duration = Duration::from_secs(10);
 pub const EXCERPT_BYTES: usize = 1024;
 /// Attempts kept per delivery (the newest).
 const ATTEMPTS_KEPT: usize = 50;
-/// How often an idle dispatcher looks for due deliveries (a commit in the same process wakes it
-/// at once).
-pub const POLL: Duration = Duration::from_millis(200);
 
 /// Resolves receiver names at connect time and refuses any name with a non-public address, so
 /// a name that changes its address after the endpoint was saved cannot reach inside.
@@ -72,6 +69,8 @@ pub struct Dispatcher {
     client: reqwest::Client,
     schedule: Vec<Duration>,
     allow_private: bool,
+    /// How often it looks for due deliveries when nothing woke it (`webhook_poll`).
+    poll: Duration,
     wake: Arc<Notify>,
     metrics: Arc<Metrics>,
 }
@@ -115,6 +114,7 @@ impl Dispatcher {
             client: builder.build()?,
             schedule: config.webhook_retry_schedule.clone(),
             allow_private: config.webhook_allow_private,
+            poll: config.webhook_poll,
             wake,
             metrics,
         })
@@ -137,7 +137,7 @@ impl Dispatcher {
             tokio::select! {
                 () = &mut stop => return,
                 () = self.wake.notified() => {}
-                () = tokio::time::sleep(POLL) => {}
+                () = tokio::time::sleep(self.poll) => {}
             }
         }
     }

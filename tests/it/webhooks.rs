@@ -203,6 +203,38 @@ async fn events_arrive_signed_with_the_record_as_the_api_returns_it() {
     assert_eq!(deliveries(&app, k, &format!("?endpoint_id={}", ep.model.id)).await.len(), 3);
 }
 
+/// The dispatcher looks for deliveries on its own once an hour here: each event reaches the
+/// receiver only because the write that queued it woke the dispatcher once committed. Each write
+/// waits for the one before it to arrive, so no wake-up serves two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_write_that_queues_an_event_wakes_the_dispatcher() {
+    let app = TestApp::spawn_with(|c| {
+        c.webhook_allow_private = true;
+        c.webhook_poll = Duration::from_secs(3600);
+        c.rate_limit_per_minute = 10_000;
+    })
+    .await;
+    let gym = app.gym("Woken").await;
+    let receiver = Receiver::start(&[]).await;
+    endpoint(&app, &gym, &receiver.url, &[]).await;
+    let k = &gym.live_key;
+    let member =
+        |n: u32| json!({"first_name": "Woken", "last_name": format!("{n}"), "email": format!("w{n}@example.com")});
+
+    let keyed = app.request("POST", "/members", Some(k), Some(member(1)), &[("Idempotency-Key", "w1")]).await;
+    assert_eq!(keyed.status, 201, "{}", keyed.body);
+    receiver.wait_for(1).await;
+    let id = keyed.body["id"].as_str().unwrap();
+    let patch = json!({"city": "Oslo"});
+    let r = app.request("PATCH", &format!("/members/{id}"), Some(k), Some(patch), &[("Idempotency-Key", "w2")]).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    receiver.wait_for(2).await;
+    assert_eq!(app.post(k, "/members", member(3)).await.status, 201);
+    let got = receiver.wait_for(3).await;
+    let types: Vec<Value> = got.iter().map(|r| r.json()["type"].clone()).collect();
+    assert_eq!(types, [json!("member.created"), json!("member.updated"), json!("member.created")]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_receiver_failing_twice_gets_the_event_on_the_third_attempt() {
     let app = spawn_app(true).await;
