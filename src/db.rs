@@ -259,12 +259,14 @@ pub async fn begin_writing(db: &DatabaseConnection) -> Result<Writing, DbErr> {
     unit::begin(db).await
 }
 
-/// Inside a keyed write on SQLite that has not begun a transaction, `writes` are kept to run with
-/// the write's commit: its idempotency record, these writes and `COMMIT` go to the file's writer
-/// connection in one text, so the writer is held for one round trip instead of two. Should one of
-/// them fail, nothing is written and `refusal`, given the database's error, makes what answers
-/// instead of the handler's response. Anywhere else they are handed back with `refusal`: run them
-/// now, and answer their error with it.
+/// Inside a keyed write, `writes` (the handler's last: it reads nothing after them) are kept to run
+/// with the write's commit. On PostgreSQL they and the idempotency record are one statement, sent
+/// before `COMMIT`: one round trip instead of two. On SQLite, when the keyed write has not begun a
+/// transaction, its record, these writes and `COMMIT` go to the file's writer connection in one
+/// text, so the writer is held for one round trip instead of two. Should one of them fail, nothing
+/// is written and `refusal`, given the database's error, makes what answers instead of the
+/// handler's response. Anywhere else they are handed back with `refusal`: run them now, and answer
+/// their error with it.
 pub fn defer_to_commit<R, F, E>(writes: Writes, refusal: R) -> Option<(Writes, R)>
 where
     R: FnOnce(DbErr) -> F + Send + 'static,
@@ -272,8 +274,7 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     use futures_util::FutureExt as _;
-    let unit = unit::current().filter(Unit::may_defer);
-    let Some(unit) = unit.filter(|_| writes.backend() == Some(DbBackend::Sqlite)) else {
+    let Some(unit) = writes.backend().and_then(|backend| unit::current().filter(|u| u.may_defer(backend))) else {
         return Some((writes, refusal));
     };
     unit.defer(

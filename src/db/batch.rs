@@ -81,6 +81,16 @@ pub(super) fn in_sequence(backend: DbBackend, statements: Vec<Statement>) -> Sta
     Statement::from_sql_and_values(backend, sql, values)
 }
 
+/// PostgreSQL: the statements as one (`None` when there are none), whose rows affected are the
+/// last statement's.
+pub(super) fn one(mut statements: Vec<Statement>) -> Option<Statement> {
+    match statements.len() {
+        0 => None,
+        1 => statements.pop(),
+        _ => Some(combined(statements)),
+    }
+}
+
 /// `WITH w0 AS (s0), w1 AS (s1), … s_last`, each statement's `$n` moved past the values of those
 /// before it.
 fn combined(statements: Vec<Statement>) -> Statement {

@@ -10,11 +10,13 @@
 //! A part dropped without its commit (the handler's error, a retried import attempt) rolls back the
 //! whole unit at once; a later part begins it anew.
 //!
-//! On SQLite a handler that only writes (its reads are done) may instead leave its writes to the
-//! commit ([`super::defer_to_commit`]): the record, the writes and `COMMIT` then reach the file's
-//! writer connection in one text, with those of other keyed writes waiting for it (`db::group`).
-//! Should one of the writes fail, nothing of it is written and the handler's refusal, made from the
-//! error, answers.
+//! A handler whose reads are done may leave its last writes to the commit
+//! ([`super::defer_to_commit`]). On PostgreSQL they become one statement with the record (its
+//! data-modifying `WITH` parts), sent just before `COMMIT` in the transaction the handler's reads
+//! began. On SQLite, where nothing of the unit may have begun a transaction, the record, the writes
+//! and `COMMIT` reach the file's writer connection in one text, with those of other keyed writes
+//! waiting for it (`db::group`). Should one of the writes fail, nothing of it is written and the
+//! handler's refusal, made from the error, answers.
 
 use std::{
     future::Future,
@@ -114,11 +116,11 @@ impl Unit {
         state.deferred = None;
     }
 
-    /// Whether writes may be left to the commit: nothing of the unit has begun a transaction and
-    /// nothing was deferred before.
-    pub(super) fn may_defer(&self) -> bool {
+    /// Whether writes may be left to the commit: nothing was deferred before and, on SQLite, nothing
+    /// of the unit has begun a transaction (its group begins its own).
+    pub(super) fn may_defer(&self, backend: DbBackend) -> bool {
         let state = self.state();
-        state.open.is_none() && state.deferred.is_none()
+        state.deferred.is_none() && (backend == DbBackend::Postgres || state.open.is_none())
     }
 
     /// Keeps `writes` to run with the commit (the caller asked [`Self::may_defer`]; the unit is its
@@ -135,12 +137,17 @@ impl Unit {
     /// Runs `last` (statements whose last one writes the row that marks the unit done, the
     /// idempotency record) in the unit's transaction (begun now if the handler wrote nothing) and
     /// commits when it wrote its row, then runs the hooks; rolls back when it did not (see
-    /// [`Txn::commit_with`]). Deferred writes run after `last`, with the commit, in one text.
+    /// [`Txn::commit_with`]). Deferred writes go with `last`: before it in the same statement on
+    /// PostgreSQL, after it in the group's text on SQLite.
     pub async fn commit_with(&self, db: &DatabaseConnection, last: Vec<Statement>) -> Result<Outcome, DbErr> {
         let deferred = self.state().deferred.take();
-        if let Some(deferred) = deferred {
-            return self.commit_deferred(db, last, deferred).await;
-        }
+        let (statements, refusal) = match deferred {
+            Some(d) if db.get_database_backend() == DbBackend::Sqlite => {
+                return self.commit_deferred(db, last, d).await;
+            }
+            Some(Deferred { writes, refusal }) => (writes.into_iter().chain(last).collect(), Some(refusal)),
+            None => (last, None),
+        };
         drop(self.part(db).await?);
         let (open, hooks) = {
             let mut state = self.state();
@@ -151,13 +158,19 @@ impl Unit {
         };
         let txn = Arc::try_unwrap(txn)
             .map_err(|_| DbErr::Custom("a part of the keyed write is still running at its commit".into()))?;
-        if !txn.commit_with(last).await? {
-            return Ok(Outcome::Taken);
+        match (txn.commit_with(statements).await, refusal) {
+            (Ok(false), _) => Ok(Outcome::Taken),
+            (Ok(true), _) => {
+                for hook in hooks {
+                    hook.await;
+                }
+                Ok(Outcome::Committed)
+            }
+            // The deferred writes ran in the statement that failed (rolled back with the
+            // transaction): the handler's refusal answers.
+            (Err(e), Some(refusal)) => Ok(Outcome::Refused(refusal(e).await)),
+            (Err(e), None) => Err(e),
         }
-        for hook in hooks {
-            hook.await;
-        }
-        Ok(Outcome::Committed)
     }
 
     /// SQLite: `last` and the deferred writes go to the file's group (`db::group`), committed in

@@ -34,14 +34,14 @@ impl Txn {
 
     /// Runs `last`, statements whose last one writes one row or, when its row's key is taken,
     /// changes nothing (PostgreSQL) or breaks a unique index (SQLite), and commits if it wrote;
-    /// rolls back and answers `false` if not. On SQLite `last` and `COMMIT` go in one text.
-    pub(super) async fn commit_with(self, mut last: Vec<Statement>) -> Result<bool, DbErr> {
+    /// rolls back and answers `false` if not. On PostgreSQL `last` is one statement (every statement
+    /// but the last a part of it, see `db::batch`); on SQLite `last` and `COMMIT` go in one text.
+    pub(super) async fn commit_with(self, last: Vec<Statement>) -> Result<bool, DbErr> {
         match self {
             Txn::Pg(txn) => {
-                let Some(row) = last.pop() else { return Err(DbErr::Custom("no statement to commit with".into())) };
-                for statement in last {
-                    txn.execute(statement).await?;
-                }
+                let Some(row) = super::batch::one(last) else {
+                    return Err(DbErr::Custom("no statement to commit with".into()));
+                };
                 if txn.execute(row).await?.rows_affected() == 0 {
                     return Ok(false);
                 }
