@@ -1,9 +1,11 @@
-//! The embedded default's idempotency records: every keyed write's response, kept in process for
-//! the idempotency window (24 h by default), so their memory follows the keyed writes of a day.
-//! Each record is kept small: the scope and the request's fingerprint as 32-byte digests, the body
-//! deflated when that makes it smaller (a member's 443-byte JSON keeps 262 bytes), the content
-//! type shared between records. Expired records are swept whenever the map has doubled since the
-//! last sweep, so a sweep's cost is spread over the writes that made it due.
+//! The embedded default's idempotency records: keyed writes' responses, kept in process for the
+//! idempotency window (24 h by default), [`MOST`] at the most. Each record is kept small: the scope
+//! and the request's fingerprint as 32-byte digests, the body deflated when that makes it smaller
+//! (a member's 443-byte JSON keeps 262 bytes), the content type shared between records. Expired
+//! records are swept whenever the map has doubled since the last sweep, so a sweep's cost is
+//! spread over the writes that made it due. At the bound, the tenth of the kept responses closest
+//! to expiring goes: this store is the fast path only, and a repeat of a key it no longer holds is
+//! answered from the key's database record, as after a restart.
 
 use std::{collections::HashMap, sync::Arc, time::Instant};
 
@@ -21,6 +23,9 @@ pub(super) fn digest(s: &str) -> Digest {
 /// Fewest records at which expired ones are swept.
 const FIRST_SWEEP: usize = 1_024;
 
+/// Most records held (a member's response is about 400 bytes in all: some 20 MB).
+const MOST: usize = 50_000;
+
 /// Deflate level: the fastest; a response's field names are most of what it repeats.
 const LEVEL: u8 = 1;
 
@@ -28,6 +33,8 @@ pub(super) struct Replays {
     records: HashMap<Digest, Box<Record>>,
     /// The map's size at which expired records are next swept.
     sweep_at: usize,
+    /// Most records held ([`MOST`]; smaller in tests).
+    most: usize,
     /// The content types of the responses kept (in practice one or two), each held once.
     content_types: Vec<Arc<str>>,
 }
@@ -58,7 +65,7 @@ enum Body {
 
 impl Default for Replays {
     fn default() -> Self {
-        Self { records: HashMap::new(), sweep_at: FIRST_SWEEP, content_types: Vec::new() }
+        Self { records: HashMap::new(), sweep_at: FIRST_SWEEP, most: MOST, content_types: Vec::new() }
     }
 }
 
@@ -101,8 +108,11 @@ impl<'a> Completed<'a> {
 impl Replays {
     /// What `key` stands for at `now`; reserves it until `lock_until` when it is new.
     pub fn begin(&mut self, key: Digest, fingerprint: Digest, now: Instant, lock_until: Instant) -> Found {
-        if self.records.len() >= self.sweep_at {
+        if self.records.len() >= self.sweep_at.min(self.most) {
             self.sweep(now);
+        }
+        if self.records.len() >= self.most {
+            self.drop_closest_to_expiring();
         }
         match self.records.get(&key).filter(|r| r.expires > now) {
             None => {
@@ -143,6 +153,19 @@ impl Replays {
             self.records.shrink_to(2 * live);
         }
         self.sweep_at = (2 * live).max(FIRST_SWEEP);
+    }
+
+    /// Drops the tenth of the kept responses closest to expiring (the oldest). A running request's
+    /// reservation stays: it ends with its request.
+    fn drop_closest_to_expiring(&mut self) {
+        let mut ends: Vec<Instant> =
+            self.records.values().filter(|r| r.response.is_some()).map(|r| r.expires).collect();
+        if ends.is_empty() {
+            return;
+        }
+        let cut = (self.most / 10).min(ends.len() - 1);
+        let bar = *ends.select_nth_unstable(cut).1;
+        self.records.retain(|_, r| r.response.is_none() || r.expires > bar);
     }
 
     fn content_type(&mut self, ct: &str) -> Arc<str> {
@@ -239,6 +262,30 @@ mod tests {
         assert_eq!(r.content_types.len(), 1, "one content type, held once");
         r.abort(digest("json"));
         assert_eq!(begin(&mut r, "json", "other", now, lock), IdempotencyState::Started);
+    }
+
+    /// At its bound the store drops the tenth of its kept responses closest to expiring, and keeps
+    /// a running request's reservation.
+    #[test]
+    fn at_its_bound_the_responses_closest_to_expiring_go() {
+        let now = Instant::now();
+        let lock = now + Duration::from_secs(60);
+        let mut r = Replays { most: 100, ..Replays::default() };
+        assert_eq!(begin(&mut r, "running", "fp", now, lock), IdempotencyState::Started);
+        let body = response(b"{}");
+        for i in 0..99u64 {
+            let key = format!("k-{i}");
+            begin(&mut r, &key, "fp", now, lock);
+            complete(&mut r, &key, "fp", &body, now + Duration::from_secs(3600 + i));
+        }
+        assert_eq!(r.len(), 100);
+        assert_eq!(begin(&mut r, "new", "fp", now, lock), IdempotencyState::Started);
+        assert_eq!(r.len(), 90, "eleven of the kept went, the newest key came");
+        assert_eq!(begin(&mut r, "k-0", "fp", now, lock), IdempotencyState::Started, "the oldest went");
+        assert_eq!(begin(&mut r, "k-10", "fp", now, lock), IdempotencyState::Started, "the eleventh went");
+        assert_eq!(begin(&mut r, "k-11", "fp", now, lock), IdempotencyState::Replay(body.clone()));
+        assert_eq!(begin(&mut r, "k-98", "fp", now, lock), IdempotencyState::Replay(body));
+        assert_eq!(begin(&mut r, "running", "fp", now, lock), IdempotencyState::Running);
     }
 
     #[test]
