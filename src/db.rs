@@ -10,7 +10,7 @@ mod writers;
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
-pub use batch::Writes;
+pub use batch::{Tally, Writes};
 use migration::{Migrator, MigratorTrait, tenancy};
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, DbErr, ExecResult, QueryResult, Statement,
@@ -277,8 +277,10 @@ where
     let Some(unit) = writes.backend().and_then(|backend| unit::current().filter(|u| u.may_defer(backend))) else {
         return Some((writes, refusal));
     };
+    let (writes, tallied) = writes.into_parts();
     unit.defer(
-        writes.into_statements(),
+        writes,
+        tallied,
         Box::new(move |e| {
             refusal(e).map(|refused| Box::new(refused) as Box<dyn std::error::Error + Send + Sync>).boxed()
         }),

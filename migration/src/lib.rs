@@ -21,6 +21,7 @@ mod m20261125_000013_idempotency_records;
 mod m20261125_000014_counter_sales;
 mod m20261126_000015_server_secrets;
 mod m20261126_000016_member_membership_lists;
+mod m20261127_000017_keyed_write_guard;
 pub mod tenancy;
 
 pub struct Migrator;
@@ -45,6 +46,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000014_counter_sales::Migration),
             Box::new(m20261126_000015_server_secrets::Migration),
             Box::new(m20261126_000016_member_membership_lists::Migration),
+            Box::new(m20261127_000017_keyed_write_guard::Migration),
         ]
     }
 }

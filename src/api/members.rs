@@ -225,7 +225,7 @@ impl MembersApi for Handlers {
         writes.push(member::Entity::insert(row).build(backend));
         writes.extend(members::count_statement(backend, gym_id, Change::Added(vec![status])));
         let data = crate::types::wire::value(&member);
-        let queued = webhooks::emit_with(self.db(), &mut writes, gym_id, EventType::MemberCreated, data).await?;
+        let queued = webhooks::emit_counted(self.db(), &mut writes, gym_id, EventType::MemberCreated, data).await?;
         // What answers when the database refuses these writes: now, or, for a keyed write that
         // sends them with its commit, then.
         let (db, claimed) = (self.db().clone(), (email.clone(), access_card.clone()));
@@ -240,9 +240,7 @@ impl MembersApi for Handlers {
             members::refused(&db, gym_id, claims, e).await
         };
         let Some((writes, refusal)) = crate::db::defer_to_commit(writes, refusal) else {
-            if queued {
-                crate::webhooks::wake(&self.state.webhooks).await;
-            }
+            webhooks::wake_if(&self.state.webhooks, queued).await;
             return Ok(CreateMemberResponse::Created(Json(member)));
         };
         let txn = crate::db::begin_writing(self.db()).await?;
@@ -251,9 +249,7 @@ impl MembersApi for Handlers {
             return Err(refusal(e).await);
         }
         txn.commit().await.map_err(members::taken)?;
-        if queued {
-            crate::webhooks::wake(&self.state.webhooks).await;
-        }
+        webhooks::wake_if(&self.state.webhooks, queued).await;
         Ok(CreateMemberResponse::Created(Json(member)))
     }
 

@@ -5,7 +5,32 @@
 //! them. On SQLite each statement is handed to the connection's own thread and its answer handed
 //! back, two thread switches; the statements go as one text, which SQLite runs one after the other.
 
+use std::sync::{
+    Arc,
+    atomic::{AtomicU64, Ordering},
+};
+
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, Statement, Value};
+
+/// The rows a statement of a [`Writes`] wrote, known once it has run ([`Writes::push_tallied`]).
+/// Until then, and where it cannot be told, it reads as "some".
+#[derive(Clone)]
+pub struct Tally(Arc<AtomicU64>);
+
+impl Tally {
+    fn new() -> Self {
+        Tally(Arc::new(AtomicU64::new(u64::MAX)))
+    }
+
+    pub(super) fn set(&self, rows: u64) {
+        self.0.store(rows, Ordering::Relaxed);
+    }
+
+    /// Whether the statement wrote a row (or may have).
+    pub fn any(&self) -> bool {
+        self.0.load(Ordering::Relaxed) > 0
+    }
+}
 
 /// Statements that change rows and return nothing, to run together in one transaction (see the
 /// module's documentation). The parts of one PostgreSQL statement see the same snapshot and not
@@ -16,6 +41,8 @@ use sea_orm::{ConnectionTrait, DbBackend, DbErr, Statement, Value};
 #[derive(Default)]
 pub struct Writes {
     statements: Vec<Statement>,
+    /// The statement whose rows are told, by its index, and where.
+    tallied: Option<(usize, Tally)>,
 }
 
 impl Writes {
@@ -33,6 +60,16 @@ impl Writes {
         self.statements.extend(statement);
     }
 
+    /// Adds a PostgreSQL statement that ends with `RETURNING`, and tells how many rows it wrote once
+    /// the writes have run. Tallied exactly when it is the last statement (or the one before the
+    /// record of a keyed write); anywhere else it reads as "some".
+    pub fn push_tallied(&mut self, statement: Statement) -> Tally {
+        let tally = Tally::new();
+        self.tallied = Some((self.statements.len(), tally.clone()));
+        self.statements.push(statement);
+        tally
+    }
+
     pub fn len(&self) -> usize {
         self.statements.len()
     }
@@ -41,9 +78,9 @@ impl Writes {
         self.statements.is_empty()
     }
 
-    /// The statements, in order.
-    pub(super) fn into_statements(self) -> Vec<Statement> {
-        self.statements
+    /// The statements, in order, and the one tallied.
+    pub(super) fn into_parts(self) -> (Vec<Statement>, Option<(usize, Tally)>) {
+        (self.statements, self.tallied)
     }
 
     /// The backend the statements were written for (`None` when there are none).
@@ -53,14 +90,21 @@ impl Writes {
 
     /// Runs the statements on `db`, in one call.
     pub async fn run(self, db: &impl ConnectionTrait) -> Result<(), DbErr> {
-        let mut statements = self.statements;
+        let (mut statements, tallied) = (self.statements, self.tallied);
+        let last = statements.len().checked_sub(1);
         let statement = match (db.get_database_backend(), statements.len()) {
             (_, 0) => return Ok(()),
             (_, 1) => statements.remove(0),
             (DbBackend::Postgres, _) => combined(statements),
             (backend, _) => in_sequence(backend, statements),
         };
-        db.execute(statement).await?;
+        let single = last == Some(0);
+        let rows = db.execute(statement).await?.rows_affected();
+        // The last statement's rows are the call's on PostgreSQL (its primary statement), and when
+        // it is alone.
+        if let Some((_, tally)) = tallied.filter(|(at, _)| Some(*at) == last) {
+            tally.set(if single || db.get_database_backend() == DbBackend::Postgres { rows } else { u64::MAX });
+        }
         Ok(())
     }
 }
@@ -89,6 +133,31 @@ pub(super) fn one(mut statements: Vec<Statement>) -> Option<Statement> {
         1 => statements.pop(),
         _ => Some(combined(statements)),
     }
+}
+
+/// PostgreSQL, a keyed write outside an explicit transaction: `writes` and `record` (an upsert
+/// ending in `RETURNING`, which returns no row when another request holds the key) as one
+/// statement, `WITH w0 AS (…), …, rec AS (record) SELECT gymapi_key_kept((SELECT count(*) FROM
+/// rec)), (SELECT count(*) FROM w<tallied>)`. When the record was not written the function raises
+/// `GY409` and the statement, writes and all, is undone; otherwise its one row gives the tallied
+/// statement's rows (-1 without one).
+pub(super) fn kept_with(writes: Vec<Statement>, tallied: Option<usize>, record: Statement) -> Statement {
+    let parts = writes.len();
+    let mut sql = String::from("WITH ");
+    let mut values: Vec<Value> = Vec::new();
+    for (i, statement) in writes.into_iter().chain([record]).enumerate() {
+        let shifted = shift_placeholders(&statement.sql, values.len());
+        let name = if i == parts { "rec".to_string() } else { format!("w{i}") };
+        sql.push_str(&format!("{name} AS ({shifted}), "));
+        values.extend(statement.values.map(|v| v.0).unwrap_or_default());
+    }
+    sql.truncate(sql.len() - 2);
+    let told = match tallied.filter(|t| *t < parts) {
+        Some(t) => format!("(SELECT count(*) FROM w{t})"),
+        None => "CAST(-1 AS bigint)".to_string(),
+    };
+    sql.push_str(&format!(" SELECT gymapi_key_kept((SELECT count(*) FROM rec)), {told}"));
+    Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
 }
 
 /// `WITH w0 AS (s0), w1 AS (s1), … s_last`, each statement's `$n` moved past the values of those

@@ -28,7 +28,7 @@ use futures_util::future::BoxFuture;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, Statement};
 
 use super::writers::{self, Txn, Writing};
-use super::{file_writer::Failed, group};
+use super::{batch::Tally, file_writer::Failed, group};
 
 tokio::task_local! {
     static UNIT: Unit;
@@ -43,6 +43,8 @@ pub type Refusal = Box<dyn FnOnce(DbErr) -> BoxFuture<'static, Box<dyn std::erro
 /// Writes a handler left to run with the unit's commit ([`super::defer_to_commit`]).
 struct Deferred {
     writes: Vec<Statement>,
+    /// The write whose rows are told once committed, by its index in `writes`.
+    tallied: Option<(usize, Tally)>,
     refusal: Refusal,
 }
 
@@ -125,8 +127,8 @@ impl Unit {
 
     /// Keeps `writes` to run with the commit (the caller asked [`Self::may_defer`]; the unit is its
     /// request's alone).
-    pub(super) fn defer(&self, writes: Vec<Statement>, refusal: Refusal) {
-        self.state().deferred = Some(Deferred { writes, refusal });
+    pub(super) fn defer(&self, writes: Vec<Statement>, tallied: Option<(usize, Tally)>, refusal: Refusal) {
+        self.state().deferred = Some(Deferred { writes, tallied, refusal });
     }
 
     /// Rolls back whatever the unit holds.
@@ -145,7 +147,9 @@ impl Unit {
             Some(d) if db.get_database_backend() == DbBackend::Sqlite => {
                 return self.commit_deferred(db, last, d).await;
             }
-            Some(Deferred { writes, refusal }) => (writes.into_iter().chain(last).collect(), Some(refusal)),
+            Some(d) if self.txn().is_none() => return self.commit_alone(db, last, d).await,
+            // Inside the transaction the reads began, the tallied write's rows are not told.
+            Some(Deferred { writes, refusal, .. }) => (writes.into_iter().chain(last).collect(), Some(refusal)),
             None => (last, None),
         };
         drop(self.part(db).await?);
@@ -170,6 +174,36 @@ impl Unit {
             // transaction): the handler's refusal answers.
             (Err(e), Some(refusal)) => Ok(Outcome::Refused(refusal(e).await)),
             (Err(e), None) => Err(e),
+        }
+    }
+
+    /// PostgreSQL, when nothing of the unit began a transaction: the deferred writes and `last` (the
+    /// record, an upsert that returns its row) are one statement, run on its own
+    /// (`batch::kept_with`). When another request holds the key the statement fails with `GY409`
+    /// and nothing of it is written: the key is taken.
+    async fn commit_alone(
+        &self,
+        db: &DatabaseConnection,
+        mut last: Vec<Statement>,
+        d: Deferred,
+    ) -> Result<Outcome, DbErr> {
+        let hooks = std::mem::take(&mut self.state().hooks);
+        let Some(record) = last.pop() else { return Err(DbErr::Custom("no statement to commit with".into())) };
+        let tallied = d.tallied.as_ref().map(|(at, _)| *at);
+        let statement = super::batch::kept_with(d.writes.into_iter().chain(last).collect(), tallied, record);
+        match db.query_one(statement).await {
+            Ok(row) => {
+                if let Some((_, tally)) = &d.tallied {
+                    let rows = row.and_then(|r| r.try_get_by_index::<i64>(1).ok());
+                    tally.set(rows.and_then(|n| u64::try_from(n).ok()).unwrap_or(u64::MAX));
+                }
+                for hook in hooks {
+                    hook.await;
+                }
+                Ok(Outcome::Committed)
+            }
+            Err(e) if key_held(&e) => Ok(Outcome::Taken),
+            Err(e) => Ok(Outcome::Refused((d.refusal)(e).await)),
         }
     }
 
@@ -200,6 +234,15 @@ impl Unit {
             Err(Failed { error, .. }) => Err(error),
         }
     }
+}
+
+/// Whether PostgreSQL refused a keyed write's statement because another request holds its key
+/// (`gymapi_key_kept`, SQLSTATE `GY409`).
+fn key_held(err: &DbErr) -> bool {
+    let (DbErr::Query(sea_orm::RuntimeErr::SqlxError(e)) | DbErr::Exec(sea_orm::RuntimeErr::SqlxError(e))) = err else {
+        return false;
+    };
+    e.as_database_error().and_then(|d| d.code()).is_some_and(|code| code == "GY409")
 }
 
 /// A transaction for a writer of this task: a part of the keyed write it runs, if it runs one.

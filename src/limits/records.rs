@@ -67,7 +67,7 @@ pub fn insert(
             "{columns} ON CONFLICT (gym_id, key_digest) DO UPDATE SET \
              fingerprint = excluded.fingerprint, status = excluded.status, content_type = excluded.content_type, \
              body = excluded.body, created_at = excluded.created_at, expires_at = excluded.expires_at \
-             WHERE idempotency_records.expires_at <= excluded.created_at"
+             WHERE idempotency_records.expires_at <= excluded.created_at RETURNING 1"
         ),
     );
     vec![Statement::from_sql_and_values(backend, sql, row)]

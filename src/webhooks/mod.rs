@@ -24,7 +24,7 @@ use uuid::Uuid;
 
 use crate::{
     accounts::{self, AccountError, Actor, Permission},
-    db::Writes,
+    db::{Tally, Writes},
     records::{new_id, now, rfc3339},
 };
 
@@ -91,6 +91,82 @@ pub async fn wake(dispatcher: &std::sync::Arc<tokio::sync::Notify>) {
     crate::db::after_commit(async move { dispatcher.notify_one() }).await;
 }
 
+/// Whether a write queued a delivery: known when it was written, or told by the database once
+/// the write has run ([`emit_counted`] on PostgreSQL).
+pub enum Queued {
+    Known(bool),
+    Told(Tally),
+}
+
+impl Queued {
+    fn any(&self) -> bool {
+        match self {
+            Queued::Known(queued) => *queued,
+            Queued::Told(tally) => tally.any(),
+        }
+    }
+}
+
+/// [`wake`], if the write queued a delivery (asked once it has committed).
+pub async fn wake_if(dispatcher: &std::sync::Arc<tokio::sync::Notify>, queued: Queued) {
+    let dispatcher = dispatcher.clone();
+    crate::db::after_commit(async move {
+        if queued.any() {
+            dispatcher.notify_one();
+        }
+    })
+    .await;
+}
+
+/// [`emit_with`] for a write that reads nothing before it writes. On PostgreSQL nothing is read:
+/// the event is written only if an endpoint listens, and the deliveries are inserted from a read
+/// of the gym's listening endpoints, in the same statement as the caller's other writes
+/// ([`listening`] is [`subscribes`] in SQL). On SQLite the endpoints are read now.
+pub async fn emit_counted(
+    db: &impl ConnectionTrait,
+    writes: &mut Writes,
+    gym_id: Uuid,
+    event: EventType,
+    data: Value,
+) -> Result<Queued, DbErr> {
+    if db.get_database_backend() != DbBackend::Postgres {
+        return emit_with(db, writes, gym_id, event, data).await.map(Queued::Known);
+    }
+    let (id, at, envelope) = new_event(event, data);
+    let event_sql = format!(
+        "INSERT INTO webhook_events (id, gym_id, event_type, payload, created_at) \
+         SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM webhook_endpoints e WHERE {})",
+        listening("$2", "$3")
+    );
+    let values: [sea_orm::Value; 5] =
+        [id.into(), gym_id.into(), event.as_str().into(), envelope.to_string().into(), at.into()];
+    writes.push(sea_orm::Statement::from_sql_and_values(DbBackend::Postgres, event_sql, values));
+    // A delivery's id: its event's time and version (UUIDv7), the rest from a digest of the event
+    // and the endpoint (one delivery each).
+    let digest = "md5(CAST($1 AS text) || CAST(e.id AS text))";
+    let deliveries_sql = format!(
+        "INSERT INTO webhook_deliveries (id, gym_id, endpoint_id, event_id, event_type, status, attempts, \
+         attempt_count, next_attempt_at, claimed_until, created_at, updated_at) \
+         SELECT CAST(left(replace(CAST($1 AS text), '-', ''), 13) || substr({digest}, 1, 3) || '8' || \
+         substr({digest}, 4, 15) AS uuid), e.gym_id, e.id, $1, $3, $5, '[]', 0, $4, NULL, $4, $4 \
+         FROM webhook_endpoints e WHERE {} RETURNING 1",
+        listening("$2", "$3")
+    );
+    let pending = sea_orm::ActiveEnum::to_value(&DeliveryStatus::Pending);
+    let values: [sea_orm::Value; 5] = [id.into(), gym_id.into(), event.as_str().into(), at.into(), pending.into()];
+    let tally =
+        writes.push_tallied(sea_orm::Statement::from_sql_and_values(DbBackend::Postgres, deliveries_sql, values));
+    Ok(Queued::Told(tally))
+}
+
+/// The endpoints `e` of the gym `gym` that are enabled and subscribe to the event type `event`
+/// (PostgreSQL; the SQL of [`subscribes`]: no list is every type).
+fn listening(gym: &str, event: &str) -> String {
+    format!(
+        "e.gym_id = {gym} AND e.enabled AND (e.event_types IS NULL OR {event} = ANY(string_to_array(e.event_types, ',')))"
+    )
+}
+
 /// [`emit`], its writes added to `writes` (which the caller runs in its transaction `db`): reads
 /// the gym's endpoints now, writes with the rest.
 pub async fn emit_with(
@@ -132,13 +208,8 @@ pub fn emit_to(
 }
 
 /// Adds the event envelope to `writes`; returns its id and time.
-fn write_event(
-    writes: &mut Writes,
-    backend: DbBackend,
-    gym_id: Uuid,
-    event: EventType,
-    data: Value,
-) -> (Uuid, DateTime<Utc>) {
+/// A new event's id, time and envelope.
+fn new_event(event: EventType, data: Value) -> (Uuid, DateTime<Utc>, Value) {
     let at = now();
     let id = new_id();
     let envelope = json!({
@@ -148,6 +219,17 @@ fn write_event(
         "created_at": rfc3339(at),
         "data": data,
     });
+    (id, at, envelope)
+}
+
+fn write_event(
+    writes: &mut Writes,
+    backend: DbBackend,
+    gym_id: Uuid,
+    event: EventType,
+    data: Value,
+) -> (Uuid, DateTime<Utc>) {
+    let (id, at, envelope) = new_event(event, data);
     let model = webhook_event::ActiveModel {
         id: Set(id),
         gym_id: Set(gym_id),

@@ -307,6 +307,47 @@ async fn gone_disables_the_endpoint() {
     receiver.wait_for(2).await;
 }
 
+/// A new member's event goes to the gym's enabled endpoints that listen to its type, and nowhere
+/// else, keyed or not (on PostgreSQL the endpoints are chosen by the write's own statement); each
+/// delivery's id is a UUIDv7 of (about) the event's time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_event_is_queued_for_the_listening_enabled_endpoints_only() {
+    let app = spawn_app(false).await;
+    let gym = app.gym("Listeners").await;
+    let other = app.gym("Elsewhere").await;
+    let all = endpoint(&app, &gym, "https://all.example.com/hook", &[]).await;
+    endpoint(&app, &gym, "https://updates.example.com/hook", &["member.updated"]).await;
+    let off = endpoint(&app, &gym, "https://off.example.com/hook", &["member.created"]).await;
+    webhooks::set_enabled(&app.db, &Actor::Operator, off.model.id, false).await.unwrap();
+    let named = endpoint(&app, &gym, "https://named.example.com/hook", &["purchase.created", "member.created"]).await;
+    endpoint(&app, &other, "https://other.example.com/hook", &[]).await;
+    let k = &gym.live_key;
+
+    let body = json!({"first_name": "Ada", "last_name": "Listened"});
+    let keyed = app.request("POST", "/members", Some(k), Some(body), &[("Idempotency-Key", "listen")]).await;
+    assert_eq!(keyed.status, 201, "{}", keyed.body);
+    app.member(k, "Grace", "Unkeyed").await;
+    let list = deliveries(&app, k, "").await;
+    let mut to: Vec<String> = list.iter().map(|d| d["endpoint_id"].as_str().unwrap().to_string()).collect();
+    to.sort();
+    let mut want = [all.model.id, all.model.id, named.model.id, named.model.id].map(|id| id.to_string()).to_vec();
+    want.sort();
+    assert_eq!(to, want, "{list:?}");
+    for d in &list {
+        let id = uuid::Uuid::parse_str(d["id"].as_str().unwrap()).unwrap();
+        assert_eq!(id.get_version_num(), 7, "{d}");
+        let event = uuid::Uuid::parse_str(d["event_id"].as_str().unwrap()).unwrap();
+        let ms = |u: uuid::Uuid| {
+            let (secs, nanos) = u.get_timestamp().unwrap().to_unix();
+            i128::from(secs) * 1000 + i128::from(nanos / 1_000_000)
+        };
+        assert!((0..1000).contains(&(ms(id) - ms(event))), "a delivery has its event's time: {d}");
+    }
+    let ids: std::collections::HashSet<&str> = list.iter().map(|d| d["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 4, "each delivery its own id");
+    assert!(deliveries(&app, &other.live_key, "").await.is_empty(), "another gym's endpoint gets nothing");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rotated_secret_signs_beside_the_new_one_and_ping_reaches_one_endpoint() {
     let app = spawn_app(true).await;
