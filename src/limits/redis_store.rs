@@ -34,7 +34,8 @@ if used < limit then
 end
 local oldest = redis.call('XRANGE', bucket, '-', '+', 'COUNT', 1)
 if oldest[1] then
-  wait = tonumber(string.match(oldest[1][1], '^%d+')) + window - now
+  -- An entry added just now may carry a later millisecond than TIME gave: never past the window.
+  wait = math.min(tonumber(string.match(oldest[1][1], '^%d+')) + window - now, window)
 end
 "#;
 
