@@ -92,18 +92,18 @@ impl Writes {
     pub async fn run(self, db: &impl ConnectionTrait) -> Result<(), DbErr> {
         let (mut statements, tallied) = (self.statements, self.tallied);
         let last = statements.len().checked_sub(1);
-        let statement = match (db.get_database_backend(), statements.len()) {
-            (_, 0) => return Ok(()),
-            (_, 1) => statements.remove(0),
-            (DbBackend::Postgres, _) => combined(statements),
-            (backend, _) => in_sequence(backend, statements),
+        let statement = match db.get_database_backend() {
+            DbBackend::Postgres => one(statements),
+            backend if statements.len() > 1 => Some(in_sequence(backend, statements)),
+            _ => statements.pop(),
         };
-        let single = last == Some(0);
+        let Some(statement) = statement else { return Ok(()) };
+        let told = last == Some(0) || db.get_database_backend() == DbBackend::Postgres;
         let rows = db.execute(statement).await?.rows_affected();
         // The last statement's rows are the call's on PostgreSQL (its primary statement), and when
-        // it is alone.
-        if let Some((_, tally)) = tallied.filter(|(at, _)| Some(*at) == last) {
-            tally.set(if single || db.get_database_backend() == DbBackend::Postgres { rows } else { u64::MAX });
+        // it is alone; elsewhere the tally keeps reading as "some".
+        if let Some((_, tally)) = tallied.filter(|(at, _)| told && Some(*at) == last) {
+            tally.set(rows);
         }
         Ok(())
     }
@@ -128,11 +128,8 @@ pub(super) fn in_sequence(backend: DbBackend, statements: Vec<Statement>) -> Sta
 /// PostgreSQL: the statements as one (`None` when there are none), whose rows affected are the
 /// last statement's.
 pub(super) fn one(mut statements: Vec<Statement>) -> Option<Statement> {
-    match statements.len() {
-        0 => None,
-        1 => statements.pop(),
-        _ => Some(combined(statements)),
-    }
+    let main = statements.pop()?;
+    Some(if statements.is_empty() { main } else { combined(statements, main) })
 }
 
 /// PostgreSQL, a keyed write outside an explicit transaction: `writes` and `record` (an upsert
@@ -143,15 +140,8 @@ pub(super) fn one(mut statements: Vec<Statement>) -> Option<Statement> {
 /// statement's rows (-1 without one).
 pub(super) fn kept_with(writes: Vec<Statement>, tallied: Option<usize>, record: Statement) -> Statement {
     let parts = writes.len();
-    let mut sql = String::from("WITH ");
-    let mut values: Vec<Value> = Vec::new();
-    for (i, statement) in writes.into_iter().chain([record]).enumerate() {
-        let shifted = shift_placeholders(&statement.sql, values.len());
-        let name = if i == parts { "rec".to_string() } else { format!("w{i}") };
-        sql.push_str(&format!("{name} AS ({shifted}), "));
-        values.extend(statement.values.map(|v| v.0).unwrap_or_default());
-    }
-    sql.truncate(sql.len() - 2);
+    let named = writes.into_iter().enumerate().map(|(i, s)| (format!("w{i}"), s));
+    let (mut sql, values) = with_parts(named.chain([("rec".to_string(), record)]));
     let told = match tallied.filter(|t| *t < parts) {
         Some(t) => format!("(SELECT count(*) FROM w{t})"),
         None => "CAST(-1 AS bigint)".to_string(),
@@ -160,25 +150,26 @@ pub(super) fn kept_with(writes: Vec<Statement>, tallied: Option<usize>, record: 
     Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
 }
 
-/// `WITH w0 AS (s0), w1 AS (s1), … s_last`, each statement's `$n` moved past the values of those
+/// `WITH w0 AS (s0), w1 AS (s1), … main`, each statement's `$n` moved past the values of those
 /// before it.
-fn combined(statements: Vec<Statement>) -> Statement {
-    let last = statements.len() - 1;
-    let mut sql = String::from("WITH ");
+fn combined(parts: Vec<Statement>, main: Statement) -> Statement {
+    let (mut sql, mut values) = with_parts(parts.into_iter().enumerate().map(|(i, s)| (format!("w{i}"), s)));
+    sql.push(' ');
+    sql.push_str(&shift_placeholders(&main.sql, values.len()));
+    values.extend(main.values.map(|v| v.0).unwrap_or_default());
+    Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
+}
+
+/// `WITH name AS (s), …` for `parts`, each statement's `$n` moved past the values of those before
+/// it, and their values in order.
+fn with_parts(parts: impl IntoIterator<Item = (String, Statement)>) -> (String, Vec<Value>) {
+    let mut named = Vec::new();
     let mut values: Vec<Value> = Vec::new();
-    for (i, statement) in statements.into_iter().enumerate() {
-        let shifted = shift_placeholders(&statement.sql, values.len());
-        if i < last {
-            sql.push_str(&format!("w{i} AS ({shifted}), "));
-        } else {
-            // No comma before the primary statement.
-            sql.truncate(sql.len() - 2);
-            sql.push(' ');
-            sql.push_str(&shifted);
-        }
+    for (name, statement) in parts {
+        named.push(format!("{name} AS ({})", shift_placeholders(&statement.sql, values.len())));
         values.extend(statement.values.map(|v| v.0).unwrap_or_default());
     }
-    Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
+    (format!("WITH {}", named.join(", ")), values)
 }
 
 /// `sql` with every `$n` placeholder outside quotes made `$(n + by)`.
@@ -246,11 +237,13 @@ mod tests {
     #[test]
     fn statements_become_parts_of_the_last() {
         let pg = |sql: &str, values: Vec<Value>| Statement::from_sql_and_values(DbBackend::Postgres, sql, values);
-        let s = combined(vec![
-            pg("INSERT INTO a (x) VALUES ($1)", vec![1.into()]),
-            pg("UPDATE b SET y = $1 WHERE z = $2", vec![2.into(), 3.into()]),
+        let s = combined(
+            vec![
+                pg("INSERT INTO a (x) VALUES ($1)", vec![1.into()]),
+                pg("UPDATE b SET y = $1 WHERE z = $2", vec![2.into(), 3.into()]),
+            ],
             pg("INSERT INTO c (w) VALUES ($1)", vec![4.into()]),
-        ]);
+        );
         assert_eq!(
             s.sql,
             "WITH w0 AS (INSERT INTO a (x) VALUES ($1)), w1 AS (UPDATE b SET y = $2 WHERE z = $3) \

@@ -87,8 +87,7 @@ pub async fn emit(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType, dat
 /// keyed write, once the write's transaction commits (a delivery is not looked for before it
 /// exists). A write that queued nothing does not wake it: each wake-up costs the dispatcher a query.
 pub async fn wake(dispatcher: &std::sync::Arc<tokio::sync::Notify>) {
-    let dispatcher = dispatcher.clone();
-    crate::db::after_commit(async move { dispatcher.notify_one() }).await;
+    wake_if(dispatcher, Queued::Known(true)).await;
 }
 
 /// Whether a write queued a delivery: known when it was written, or told by the database once
