@@ -61,8 +61,7 @@ impl Writes {
     }
 
     /// Adds a PostgreSQL statement that ends with `RETURNING`, and tells how many rows it wrote once
-    /// the writes have run. Tallied exactly when it is the last statement (or the one before the
-    /// record of a keyed write); anywhere else it reads as "some".
+    /// the writes have run (until then it reads as "some").
     pub fn push_tallied(&mut self, statement: Statement) -> Tally {
         let tally = Tally::new();
         self.tallied = Some((self.statements.len(), tally.clone()));
@@ -88,25 +87,41 @@ impl Writes {
         self.statements.first().map(|s| s.db_backend)
     }
 
-    /// Runs the statements on `db`, in one call.
+    /// Runs the statements on `db`, in one call. On PostgreSQL the tallied statement's rows are
+    /// told wherever it stands among them; on SQLite only when it is alone.
     pub async fn run(self, db: &impl ConnectionTrait) -> Result<(), DbErr> {
         let (mut statements, tallied) = (self.statements, self.tallied);
-        let last = statements.len().checked_sub(1);
-        let statement = match db.get_database_backend() {
-            DbBackend::Postgres => one(statements),
-            backend if statements.len() > 1 => Some(in_sequence(backend, statements)),
-            _ => statements.pop(),
-        };
-        let Some(statement) = statement else { return Ok(()) };
-        let told = last == Some(0) || db.get_database_backend() == DbBackend::Postgres;
-        let rows = db.execute(statement).await?.rows_affected();
-        // The last statement's rows are the call's on PostgreSQL (its primary statement), and when
-        // it is alone; elsewhere the tally keeps reading as "some".
-        if let Some((_, tally)) = tallied.filter(|(at, _)| told && Some(*at) == last) {
-            tally.set(rows);
+        match (db.get_database_backend(), tallied) {
+            (_, _) if statements.is_empty() => {}
+            (DbBackend::Postgres, Some((at, tally))) => {
+                let row = db.query_one(told(statements, at)).await?;
+                tally.set(rows_told(row.as_ref(), 0));
+            }
+            (DbBackend::Postgres, None) => {
+                if let Some(statement) = one(statements) {
+                    db.execute(statement).await?;
+                }
+            }
+            (backend, _) if statements.len() > 1 => {
+                db.execute(in_sequence(backend, statements)).await?;
+            }
+            (_, tallied) => {
+                if let Some(statement) = statements.pop() {
+                    let rows = db.execute(statement).await?.rows_affected();
+                    if let Some((_, tally)) = tallied {
+                        tally.set(rows);
+                    }
+                }
+            }
         }
         Ok(())
     }
+}
+
+/// The rows a tally reads from column `at` of the row a told statement returned ("some" when it
+/// cannot be read).
+pub(super) fn rows_told(row: Option<&sea_orm::QueryResult>, at: usize) -> u64 {
+    row.and_then(|r| r.try_get_by_index::<i64>(at).ok()).and_then(|n| u64::try_from(n).ok()).unwrap_or(u64::MAX)
 }
 
 /// The statements one after the other in one text, their values in order: SQLite runs such a text
@@ -132,11 +147,19 @@ pub(super) fn one(mut statements: Vec<Statement>) -> Option<Statement> {
     Some(if statements.is_empty() { main } else { combined(statements, main) })
 }
 
-/// PostgreSQL, a keyed write outside an explicit transaction: `writes` and `record` (an upsert
-/// ending in `RETURNING`, which returns no row when another request holds the key) as one
-/// statement, `WITH w0 AS (…), …, rec AS (record) SELECT gymapi_key_kept((SELECT count(*) FROM
-/// rec)), (SELECT count(*) FROM w<tallied>)`. When the record was not written the function raises
-/// `GY409` and the statement, writes and all, is undone; otherwise its one row gives the tallied
+/// PostgreSQL: `statements` as one that answers one row, the rows the statement at `tallied`
+/// wrote: `WITH w0 AS (…), … SELECT (SELECT count(*) FROM w<tallied>)` (it ends in `RETURNING`).
+fn told(statements: Vec<Statement>, tallied: usize) -> Statement {
+    let (mut sql, values) = with_parts(statements.into_iter().enumerate().map(|(i, s)| (format!("w{i}"), s)));
+    sql.push_str(&format!(" SELECT (SELECT count(*) FROM w{tallied})"));
+    Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
+}
+
+/// PostgreSQL, a keyed write's last statement: `writes` and `record` (an upsert ending in
+/// `RETURNING`, which returns no row when another request holds the key) as one statement,
+/// `WITH w0 AS (…), …, rec AS (record) SELECT gymapi_key_kept((SELECT count(*) FROM rec)),
+/// (SELECT count(*) FROM w<tallied>)`. When the record was not written the function raises `GY409`
+/// and the statement, writes and all, is undone; otherwise its one row gives the tallied
 /// statement's rows (-1 without one).
 pub(super) fn kept_with(writes: Vec<Statement>, tallied: Option<usize>, record: Statement) -> Statement {
     let parts = writes.len();

@@ -139,63 +139,68 @@ impl Unit {
     /// Runs `last` (statements whose last one writes the row that marks the unit done, the
     /// idempotency record) in the unit's transaction (begun now if the handler wrote nothing) and
     /// commits when it wrote its row, then runs the hooks; rolls back when it did not (see
-    /// [`Txn::commit_with`]). Deferred writes go with `last`: before it in the same statement on
-    /// PostgreSQL, after it in the group's text on SQLite.
+    /// [`Txn::commit_with`]). Deferred writes go with `last`: in the same statement on PostgreSQL
+    /// ([`Self::commit_kept`]), after it in the group's text on SQLite.
     pub async fn commit_with(&self, db: &DatabaseConnection, last: Vec<Statement>) -> Result<Outcome, DbErr> {
         let deferred = self.state().deferred.take();
-        let (statements, refusal) = match deferred {
+        match deferred {
             Some(d) if db.get_database_backend() == DbBackend::Sqlite => {
                 return self.commit_deferred(db, last, d).await;
             }
-            Some(d) if self.txn().is_none() => return self.commit_alone(db, last, d).await,
-            // Inside the transaction the reads began, the tallied write's rows are not told.
-            Some(Deferred { writes, refusal, .. }) => (writes.into_iter().chain(last).collect(), Some(refusal)),
-            None => (last, None),
-        };
+            Some(d) => return self.commit_kept(db, last, d).await,
+            None => {}
+        }
         drop(self.part(db).await?);
+        let (Some(txn), hooks) = self.take_open()? else {
+            return Err(DbErr::Custom("the keyed write's transaction was rolled back".into()));
+        };
+        if !txn.commit_with(last).await? {
+            return Ok(Outcome::Taken);
+        }
+        for hook in hooks {
+            hook.await;
+        }
+        Ok(Outcome::Committed)
+    }
+
+    /// The unit's open transaction, if a part began one, and the hooks, both taken from the unit.
+    fn take_open(&self) -> Result<(Option<Txn>, Vec<Hook>), DbErr> {
         let (open, hooks) = {
             let mut state = self.state();
             (state.open.take(), std::mem::take(&mut state.hooks))
         };
-        let Some(Open { txn }) = open else {
-            return Err(DbErr::Custom("the keyed write's transaction was rolled back".into()));
-        };
+        let Some(Open { txn }) = open else { return Ok((None, hooks)) };
         let txn = Arc::try_unwrap(txn)
             .map_err(|_| DbErr::Custom("a part of the keyed write is still running at its commit".into()))?;
-        match (txn.commit_with(statements).await, refusal) {
-            (Ok(false), _) => Ok(Outcome::Taken),
-            (Ok(true), _) => {
-                for hook in hooks {
-                    hook.await;
-                }
-                Ok(Outcome::Committed)
-            }
-            // The deferred writes ran in the statement that failed (rolled back with the
-            // transaction): the handler's refusal answers.
-            (Err(e), Some(refusal)) => Ok(Outcome::Refused(refusal(e).await)),
-            (Err(e), None) => Err(e),
-        }
+        Ok((Some(txn), hooks))
     }
 
-    /// PostgreSQL, when nothing of the unit began a transaction: the deferred writes and `last` (the
-    /// record, an upsert that returns its row) are one statement, run on its own
-    /// (`batch::kept_with`). When another request holds the key the statement fails with `GY409`
-    /// and nothing of it is written: the key is taken.
-    async fn commit_alone(
+    /// PostgreSQL: the deferred writes and `last` (the record, an upsert that returns its row) are
+    /// one statement (`batch::kept_with`), run in the transaction the handler's reads began, then
+    /// committed, or on its own when nothing began one. When another request holds the key the
+    /// statement fails with `GY409` and nothing of it is written: the key is taken. Either way the
+    /// statement tells the rows of the tallied write.
+    async fn commit_kept(
         &self,
         db: &DatabaseConnection,
         mut last: Vec<Statement>,
         d: Deferred,
     ) -> Result<Outcome, DbErr> {
-        let hooks = std::mem::take(&mut self.state().hooks);
         let Some(record) = last.pop() else { return Err(DbErr::Custom("no statement to commit with".into())) };
         let tallied = d.tallied.as_ref().map(|(at, _)| *at);
         let statement = super::batch::kept_with(d.writes.into_iter().chain(last).collect(), tallied, record);
-        match db.query_one(statement).await {
+        let (open, hooks) = self.take_open()?;
+        let ran = match open {
+            Some(txn) => match txn.query_one(statement).await {
+                Ok(row) => txn.commit().await.map(|()| row),
+                Err(e) => Err(e),
+            },
+            None => db.query_one(statement).await,
+        };
+        match ran {
             Ok(row) => {
                 if let Some((_, tally)) = &d.tallied {
-                    let rows = row.and_then(|r| r.try_get_by_index::<i64>(1).ok());
-                    tally.set(rows.and_then(|n| u64::try_from(n).ok()).unwrap_or(u64::MAX));
+                    tally.set(super::batch::rows_told(row.as_ref(), 1));
                 }
                 for hook in hooks {
                     hook.await;
