@@ -63,9 +63,7 @@ impl DoorsApi for DeviceHandlers {
         };
         let tz: Tz = ctx.tenant.timezone.parse().unwrap_or(Tz::UTC);
         let (decision, queued) = door::decide(self.db(), &door, tz, &who).await?;
-        if queued {
-            crate::webhooks::wake(&self.state.webhooks).await;
-        }
+        crate::webhooks::wake_if(&self.state.webhooks, queued).await;
         let e = decision.entry;
         Ok(DecideAccessResponse::Ok(Json(AccessDecision {
             object: AccessDecisionObject::AccessDecision,

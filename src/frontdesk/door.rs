@@ -18,7 +18,7 @@ use crate::{
     db::{Db, Writes, begin_writing, placeholders},
     errors::ApiError,
     records::{new_id, now},
-    webhooks::{self, EventType},
+    webhooks::{self, Audience, EventType, Queued},
 };
 
 /// Who stands at the door.
@@ -49,14 +49,17 @@ pub struct Decision {
 /// Decides at `door` (of the gym, in its time zone `tz`) and writes the decision, in one
 /// transaction that holds the write lock from its start on SQLite (`db::begin_writing`): one
 /// statement reads the member with their running memberships (and locks the member), and the
-/// writes go together (`db::Writes`, one round trip on PostgreSQL); the gym's webhook endpoints
-/// are read before it. Returns the decision and whether a webhook delivery was queued.
-pub async fn decide(db: &Db, door: &device::Model, tz: Tz, who: &Who) -> Result<(Decision, bool), ApiError> {
+/// writes go together (`db::Writes`, one statement on PostgreSQL, which also finds the gym's
+/// listening webhook endpoints; SQLite reads them before the transaction). A keyed decision leaves
+/// its writes to the commit (`db::defer_to_commit`): on PostgreSQL they join the idempotency
+/// record's statement. Returns the decision and whether a webhook delivery was queued (asked once
+/// committed).
+pub async fn decide(db: &Db, door: &device::Model, tz: Tz, who: &Who) -> Result<(Decision, Queued), ApiError> {
     let at = now();
     let gym_id = door.gym_id;
     let today = at.with_timezone(&tz).date_naive();
     // Read before the transaction, which holds the member's row (and on SQLite the file's writer).
-    let listeners = webhooks::listeners(db, gym_id, EventType::AttendanceCreated).await?;
+    let audience = webhooks::audience(db, gym_id, EventType::AttendanceCreated).await?;
     let txn = begin_writing(db).await?;
     let (member, running) = find_member(&txn, gym_id, who, today).await?;
     let denial = match &member {
@@ -68,15 +71,35 @@ pub async fn decide(db: &Db, door: &device::Model, tz: Tz, who: &Who) -> Result<
         Some(m) if m.facility_id != door.facility_id => Some(Denial::WrongFacility),
         Some(m) => membership_denial(&txn, gym_id, m.id, &running, tz, at).await?,
     };
+    let decision = Decision { entry: entry(door, member.as_ref().map(|m| m.id), denial, at), denial };
+    let (writes, queued) = writes(txn.get_database_backend(), &decision.entry, audience);
+    let refusal = |e: sea_orm::DbErr| async move { ApiError::from(e) };
+    if let Some((writes, refusal)) = crate::db::defer_to_commit(writes, refusal) {
+        if let Err(e) = writes.run(&txn).await {
+            drop(txn);
+            return Err(refusal(e).await);
+        }
+    }
+    txn.commit().await?;
+    Ok((decision, queued))
+}
+
+/// The attendance entry that records a decision at `door`.
+fn entry(
+    door: &device::Model,
+    member_id: Option<Uuid>,
+    denial: Option<Denial>,
+    at: DateTime<Utc>,
+) -> attendance::Model {
     let (kind, status) = match denial {
         None => (AttendanceKind::CheckIn, AttendanceStatus::Granted),
         Some(_) => (AttendanceKind::Access, AttendanceStatus::Denied),
     };
-    let entry = attendance::Model {
-        gym_id,
+    attendance::Model {
+        gym_id: door.gym_id,
         id: new_id(),
         facility_id: door.facility_id,
-        member_id: member.as_ref().map(|m| m.id),
+        member_id,
         kind,
         status,
         occurred_at: at,
@@ -84,20 +107,24 @@ pub async fn decide(db: &Db, door: &device::Model, tz: Tz, who: &Who) -> Result<
         created_at: at,
         updated_at: at,
         device_id: Some(door.id),
-    };
-    let backend = txn.get_database_backend();
+    }
+}
+
+/// What a decision writes: its entry, the member's visits for a granted one, the webhook event
+/// and the gym's counters.
+fn writes(backend: DbBackend, entry: &attendance::Model, audience: Audience) -> (Writes, Queued) {
+    let (gym_id, at) = (entry.gym_id, entry.occurred_at);
     let mut writes = Writes::new();
     writes.push(attendance::Entity::insert(attendance::ActiveModel::from(entry.clone())).build(backend));
-    if let (Some(m), true) = (&member, entries::is_visit(kind, status)) {
-        writes.extend(entries::visits_statement(backend, gym_id, &[(m.id, 1, at)], at));
+    if let (Some(member_id), true) = (entry.member_id, entries::is_visit(entry.kind, entry.status)) {
+        writes.extend(entries::visits_statement(backend, gym_id, &[(member_id, 1, at)], at));
     }
     let data = crate::types::wire::value(&entries::record(entry.clone()));
-    let queued = webhooks::emit_to(&mut writes, backend, (gym_id, EventType::AttendanceCreated, data), listeners);
+    let queued =
+        webhooks::emit_to_audience(&mut writes, backend, (gym_id, EventType::AttendanceCreated, data), audience);
     // Last: every door and import of the gym adds to these rows, which stay locked until the commit.
-    writes.extend(entries::count_statement(backend, gym_id, &[status]));
-    writes.run(&txn).await?;
-    txn.commit().await?;
-    Ok((Decision { entry, denial }, queued))
+    writes.extend(entries::count_statement(backend, gym_id, &[entry.status]));
+    (writes, queued)
 }
 
 /// The member at the door and their memberships running `today`, in one statement. The member is

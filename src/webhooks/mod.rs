@@ -117,10 +117,8 @@ pub async fn wake_if(dispatcher: &std::sync::Arc<tokio::sync::Notify>, queued: Q
     .await;
 }
 
-/// [`emit_with`] for a write that reads nothing before it writes. On PostgreSQL nothing is read:
-/// the event is written only if an endpoint listens, and the deliveries are inserted from a read
-/// of the gym's listening endpoints, in the same statement as the caller's other writes
-/// ([`listening`] is [`subscribes`] in SQL). On SQLite the endpoints are read now.
+/// [`emit_with`] for a write that reads nothing before it writes: [`audience`], then
+/// [`emit_to_audience`].
 pub async fn emit_counted(
     db: &impl ConnectionTrait,
     writes: &mut Writes,
@@ -128,9 +126,47 @@ pub async fn emit_counted(
     event: EventType,
     data: Value,
 ) -> Result<Queued, DbErr> {
-    if db.get_database_backend() != DbBackend::Postgres {
-        return emit_with(db, writes, gym_id, event, data).await.map(Queued::Known);
+    let audience = audience(db, gym_id, event).await?;
+    Ok(emit_to_audience(writes, db.get_database_backend(), (gym_id, event, data), audience))
+}
+
+/// The endpoints an event of `event` goes to, as far as they are known before the write that
+/// emits it: on PostgreSQL nothing is read (the write finds them, see [`emit_to_audience`]); on
+/// SQLite the gym's listening endpoints are read now, before a transaction that holds the file's
+/// writer.
+pub enum Audience {
+    Found(Vec<Uuid>),
+    InTheWrite,
+}
+
+/// The [`Audience`] of an event of the gym, read before the write's transaction (nothing is read on
+/// PostgreSQL).
+pub async fn audience(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType) -> Result<Audience, DbErr> {
+    match db.get_database_backend() {
+        DbBackend::Postgres => Ok(Audience::InTheWrite),
+        _ => Ok(Audience::Found(listeners(db, gym_id, event).await?)),
     }
+}
+
+/// Adds the event and its deliveries to `writes`, for `audience`. Found endpoints get one
+/// delivery each, as [`emit_to`]. Otherwise (PostgreSQL) the event is written only if an endpoint
+/// listens, and the deliveries are inserted from a read of the gym's listening endpoints in the
+/// same statement as the caller's other writes ([`listening`] is [`subscribes`] in SQL); the
+/// database tells how many it queued.
+pub fn emit_to_audience(
+    writes: &mut Writes,
+    backend: DbBackend,
+    (gym_id, event, data): (Uuid, EventType, Value),
+    audience: Audience,
+) -> Queued {
+    match audience {
+        Audience::Found(targets) => Queued::Known(emit_to(writes, backend, (gym_id, event, data), targets)),
+        Audience::InTheWrite => Queued::Told(emit_in_sql(writes, (gym_id, event, data))),
+    }
+}
+
+/// PostgreSQL: the event, written if an endpoint listens, and a delivery for each that does.
+fn emit_in_sql(writes: &mut Writes, (gym_id, event, data): (Uuid, EventType, Value)) -> Tally {
     let (id, at, envelope) = new_event(event, data);
     let event_sql = format!(
         "INSERT INTO webhook_events (id, gym_id, event_type, payload, created_at) \
@@ -153,9 +189,7 @@ pub async fn emit_counted(
     );
     let pending = sea_orm::ActiveEnum::to_value(&DeliveryStatus::Pending);
     let values: [sea_orm::Value; 5] = [id.into(), gym_id.into(), event.as_str().into(), at.into(), pending.into()];
-    let tally =
-        writes.push_tallied(sea_orm::Statement::from_sql_and_values(DbBackend::Postgres, deliveries_sql, values));
-    Ok(Queued::Told(tally))
+    writes.push_tallied(sea_orm::Statement::from_sql_and_values(DbBackend::Postgres, deliveries_sql, values))
 }
 
 /// The endpoints `e` of the gym `gym` that are enabled and subscribe to the event type `event`

@@ -230,9 +230,18 @@ async fn a_write_that_queues_an_event_wakes_the_dispatcher() {
     assert_eq!(r.status, 200, "{}", r.body);
     receiver.wait_for(2).await;
     assert_eq!(app.post(k, "/members", member(3)).await.status, 201);
-    let got = receiver.wait_for(3).await;
+    receiver.wait_for(3).await;
+    // A door's decisions, asked with a key (its writes go with the key's record) and without.
+    let door = app.device("POST", "/devices", k, Some(json!({"kind": "door", "name": "Front"})), &[]).await;
+    let path = format!("/doors/{}/access", door.body["id"].as_str().unwrap());
+    let keyed = app.device("POST", &path, k, Some(json!({"member_id": id})), &[("Idempotency-Key", "w4")]).await;
+    assert_eq!(keyed.status, 200, "{}", keyed.body);
+    receiver.wait_for(4).await;
+    assert_eq!(app.device("POST", &path, k, Some(json!({"member_id": id})), &[]).await.status, 200);
+    let got = receiver.wait_for(5).await;
     let types: Vec<Value> = got.iter().map(|r| r.json()["type"].clone()).collect();
-    assert_eq!(types, [json!("member.created"), json!("member.updated"), json!("member.created")]);
+    let (created, updated, entered) = (json!("member.created"), json!("member.updated"), json!("attendance.created"));
+    assert_eq!(types, [created.clone(), updated, created, entered.clone(), entered]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
