@@ -13,7 +13,7 @@ use crate::{
     counters::{self, PURCHASE_ROWS},
     db::Writes,
     openapi::{Money, Purchase, PurchaseLine, PurchaseObject},
-    webhooks::{self, EventType},
+    webhooks::{self, Audience, EventType, Queued},
 };
 
 /// An amount in minor units of `currency`, as the API writes it.
@@ -128,15 +128,16 @@ pub fn count_statement(backend: DbBackend, gym_id: Uuid, change: Change) -> Opti
     counters::add_many_statement(backend, gym_id, &deltas)
 }
 
-/// Adds the event of a sale (`purchase.created` or `purchase.updated`) to `writes`, in the
-/// transaction `db` of the change; returns whether a delivery was queued.
-pub async fn announce(
-    db: &impl ConnectionTrait,
+/// Adds the event of a sale (`purchase.created` or `purchase.updated`) to `writes`, for its
+/// `audience` (`webhooks::audience`, read before the change's transaction); returns whether a
+/// delivery was queued.
+pub fn announce(
     writes: &mut Writes,
-    gym_id: Uuid,
-    event: EventType,
+    backend: DbBackend,
+    (gym_id, event): (Uuid, EventType),
     sale: &Purchase,
-) -> Result<bool, DbErr> {
+    audience: Audience,
+) -> Queued {
     let data = crate::types::wire::value(sale);
-    webhooks::emit_with(db, writes, gym_id, event, data).await
+    webhooks::emit_to_audience(writes, backend, (gym_id, event, data), audience)
 }

@@ -158,8 +158,8 @@ impl OrdersApi for DeviceHandlers {
             self.state.heartbeats.seen(self.db().orm(), ctx.tenant.gym_id, kiosk);
         }
         let tenant = (ctx.tenant.gym_id, ctx.tenant.first_facility_id);
-        let sale = sales::order(self.db(), &self.state.wakes, tenant, new).await?;
-        crate::webhooks::wake(&self.state.webhooks).await;
+        let (sale, queued) = sales::order(self.db(), &self.state.wakes, tenant, new).await?;
+        crate::webhooks::wake_if(&self.state.webhooks, queued).await;
         Ok(CreateOrderResponse::Created(Json(self.answer(ctx, &sale).await?)))
     }
 
@@ -173,14 +173,14 @@ impl OrdersApi for DeviceHandlers {
         ctx: &RequestContext,
         p: RetryPaymentParams,
     ) -> Result<RetryPaymentResponse, ApiError> {
-        let sale = sales::retry(self.db(), &self.state.wakes, ctx.tenant.gym_id, &p.order_id).await?;
-        crate::webhooks::wake(&self.state.webhooks).await;
+        let (sale, queued) = sales::retry(self.db(), &self.state.wakes, ctx.tenant.gym_id, &p.order_id).await?;
+        crate::webhooks::wake_if(&self.state.webhooks, queued).await;
         Ok(RetryPaymentResponse::Ok(Json(self.answer(ctx, &sale).await?)))
     }
 
     async fn cancel_order(&self, ctx: &RequestContext, p: CancelOrderParams) -> Result<CancelOrderResponse, ApiError> {
-        let sale = sales::cancel(self.db(), ctx.tenant.gym_id, &p.order_id).await?;
-        crate::webhooks::wake(&self.state.webhooks).await;
+        let (sale, queued) = sales::cancel(self.db(), ctx.tenant.gym_id, &p.order_id).await?;
+        crate::webhooks::wake_if(&self.state.webhooks, queued).await;
         Ok(CancelOrderResponse::Ok(Json(self.answer(ctx, &sale).await?)))
     }
 

@@ -67,8 +67,8 @@ impl TerminalsApi for DeviceHandlers {
             }
         };
         errors.into_result()?;
-        let job = terminal::report(self.db(), &self.state.wakes, &t, &p.job_id, report).await?;
-        crate::webhooks::wake(&self.state.webhooks).await;
+        let (job, queued) = terminal::report(self.db(), &self.state.wakes, &t, &p.job_id, report).await?;
+        crate::webhooks::wake_if(&self.state.webhooks, queued).await;
         Ok(ReportPaymentResponse::Ok(Json(payment(&job, now()))))
     }
 }

@@ -26,7 +26,7 @@ use crate::{
     purchases::{self, Change},
     records::{new_id, now},
     wake::Wakes,
-    webhooks::EventType,
+    webhooks::{self, Audience, EventType, Queued},
 };
 
 /// A sale at the counter with what the front desk sees of it.
@@ -72,16 +72,18 @@ async fn signal(wakes: &Arc<Wakes>, topic: String) {
 }
 
 /// Takes an order: checks it (every problem at once), prices its lines, and writes the sale, its
-/// items, its payment job, the counters and `purchase.created` in one transaction.
+/// items, its payment job, the counters and `purchase.created` in one transaction. Returns the
+/// sale and whether a webhook delivery was queued.
 pub async fn order(
     db: &Db,
     wakes: &Arc<Wakes>,
     (gym_id, first_facility): (Uuid, Option<Uuid>),
     new: NewOrder,
-) -> Result<Sale, ApiError> {
+) -> Result<(Sale, Queued), ApiError> {
     let (facility_id, priced) = checked(db, gym_id, first_facility, &new).await?;
     let at = now();
     let sale = sale_of(gym_id, facility_id, &new, priced, at);
+    let audience = webhooks::audience(db, gym_id, EventType::PurchaseCreated).await?;
     let txn = begin_writing(db).await?;
     let backend = txn.get_database_backend();
     let mut writes = Writes::new();
@@ -92,12 +94,13 @@ pub async fn order(
         payment_job::Entity::insert_many(sale.payments.iter().cloned().map(payment_job::ActiveModel::from))
             .build(backend),
     );
-    purchases::announce(&txn, &mut writes, gym_id, EventType::PurchaseCreated, &sale.record()).await?;
+    let created = (gym_id, EventType::PurchaseCreated);
+    let queued = purchases::announce(&mut writes, backend, created, &sale.record(), audience);
     writes.extend(purchases::count_statement(backend, gym_id, Change::Added(vec![PaymentStatus::Pending])));
     writes.run(&txn).await?;
     txn.commit().await?;
     signal(wakes, payments_topic(gym_id, facility_id)).await;
-    Ok(sale)
+    Ok((sale, queued))
 }
 
 /// A line priced from its product.
@@ -360,15 +363,15 @@ pub(super) async fn lock(
 }
 
 /// The statement that moves a sale to `to` (and gives it `receipt_number`, when paid), with the
-/// counters' move and its event, added to `writes`.
-pub(super) async fn moved(
-    db: &impl ConnectionTrait,
-    writes: &mut Writes,
+/// counters' move and its event for `audience` (`purchase.updated`'s, read before the
+/// transaction), added to `writes`; returns whether a delivery was queued.
+pub(super) fn moved(
+    (backend, writes): (DbBackend, &mut Writes),
     sale: &mut Sale,
     to: PaymentStatus,
     receipt_number: Option<i64>,
-) -> Result<(), ApiError> {
-    let backend = db.get_database_backend();
+    audience: Audience,
+) -> Queued {
     let at = now();
     let from = sale.purchase.payment_status;
     let p = &mut sale.purchase;
@@ -382,9 +385,9 @@ pub(super) async fn moved(
     let values = [to.as_str().into(), p.receipt_number.into(), at.into(), p.gym_id.into(), p.id.into()];
     writes.push(Statement::from_sql_and_values(backend, sql, values));
     let gym_id = p.gym_id;
-    purchases::announce(db, writes, gym_id, EventType::PurchaseUpdated, &sale.record()).await?;
+    let queued = purchases::announce(writes, backend, (gym_id, EventType::PurchaseUpdated), &sale.record(), audience);
     writes.extend(purchases::count_statement(backend, gym_id, Change::Moved { from, to }));
-    Ok(())
+    queued
 }
 
 /// The gym's next receipt number: one row per gym, locked from here to the commit, so numbers
@@ -401,9 +404,11 @@ pub(super) async fn next_receipt_number(db: &impl ConnectionTrait, gym_id: Uuid)
     value.ok_or_else(|| ApiError::internal(anyhow::anyhow!("the receipt sequence answered no number")))
 }
 
-/// A `failed` order is `pending` again, with a new payment job.
-pub async fn retry(db: &Db, wakes: &Arc<Wakes>, gym_id: Uuid, id: &str) -> Result<Sale, ApiError> {
+/// A `failed` order is `pending` again, with a new payment job. Returns the sale and whether a
+/// webhook delivery was queued.
+pub async fn retry(db: &Db, wakes: &Arc<Wakes>, gym_id: Uuid, id: &str) -> Result<(Sale, Queued), ApiError> {
     let mut sale = find(db, gym_id, id).await?;
+    let audience = webhooks::audience(db, gym_id, EventType::PurchaseUpdated).await?;
     let txn = begin_writing(db).await?;
     sale.purchase = lock(&txn, gym_id, sale.purchase.id).await?.ok_or_else(|| ApiError::not_found("order", id))?;
     if sale.purchase.payment_status != PaymentStatus::Failed {
@@ -415,17 +420,19 @@ pub async fn retry(db: &Db, wakes: &Arc<Wakes>, gym_id: Uuid, id: &str) -> Resul
     writes.push(
         payment_job::Entity::insert(payment_job::ActiveModel::from(job.clone())).build(txn.get_database_backend()),
     );
-    moved(&txn, &mut writes, &mut sale, PaymentStatus::Pending, None).await?;
+    let queued = moved((txn.get_database_backend(), &mut writes), &mut sale, PaymentStatus::Pending, None, audience);
     writes.run(&txn).await?;
     txn.commit().await?;
     sale.payments.push(job);
     signal(wakes, payments_topic(gym_id, facility_id)).await;
-    Ok(sale)
+    Ok((sale, queued))
 }
 
-/// A `pending` order whose payment no terminal holds, or a `failed` one, is `cancelled`.
-pub async fn cancel(db: &Db, gym_id: Uuid, id: &str) -> Result<Sale, ApiError> {
+/// A `pending` order whose payment no terminal holds, or a `failed` one, is `cancelled`. Returns
+/// the sale and whether a webhook delivery was queued.
+pub async fn cancel(db: &Db, gym_id: Uuid, id: &str) -> Result<(Sale, Queued), ApiError> {
     let mut sale = find(db, gym_id, id).await?;
+    let audience = webhooks::audience(db, gym_id, EventType::PurchaseUpdated).await?;
     let txn = begin_writing(db).await?;
     sale.purchase = lock(&txn, gym_id, sale.purchase.id).await?.ok_or_else(|| ApiError::not_found("order", id))?;
     if !matches!(sale.purchase.payment_status, PaymentStatus::Pending | PaymentStatus::Failed) {
@@ -449,7 +456,7 @@ pub async fn cancel(db: &Db, gym_id: Uuid, id: &str) -> Result<Sale, ApiError> {
         let values = [PaymentJobState::Cancelled.as_str().into(), at.into(), gym_id.into(), job.id.into()];
         writes.push(Statement::from_sql_and_values(backend, sql, values));
     }
-    moved(&txn, &mut writes, &mut sale, PaymentStatus::Cancelled, None).await?;
+    let queued = moved((backend, &mut writes), &mut sale, PaymentStatus::Cancelled, None, audience);
     writes.run(&txn).await?;
     txn.commit().await?;
     for job in &mut sale.payments {
@@ -458,7 +465,7 @@ pub async fn cancel(db: &Db, gym_id: Uuid, id: &str) -> Result<Sale, ApiError> {
             job.updated_at = at;
         }
     }
-    Ok(sale)
+    Ok((sale, queued))
 }
 
 /// A paid order whose last receipt failed to print gets a new print job with the same receipt.

@@ -18,6 +18,7 @@ use crate::{
     errors::ApiError,
     records::now,
     wake::Wakes,
+    webhooks::{self, Audience, EventType, Queued},
 };
 
 /// A job's state as it reads at `at`: a reservation past its time reads `pending`.
@@ -122,49 +123,52 @@ impl Report {
 
 /// The terminal's report on a payment it holds: approval pays the sale (its receipt number, a
 /// print job, `purchase.updated`), a decline fails it. The same report again answers the same job;
-/// another outcome, or a job this terminal does not hold, is 409.
+/// another outcome, or a job this terminal does not hold, is 409. Returns the job and whether a
+/// webhook delivery was queued.
 pub async fn report(
     db: &Db,
     wakes: &Arc<Wakes>,
     terminal: &device::Model,
     job_id: &str,
     report: Report,
-) -> Result<payment_job::Model, ApiError> {
+) -> Result<(payment_job::Model, Queued), ApiError> {
     let gym_id = terminal.gym_id;
     let missing = || ApiError::not_found("payment job", job_id);
     let uuid = Uuid::parse_str(job_id).map_err(|_| missing())?;
     let found = payment_job::Entity::find_by_id((gym_id, uuid)).one(db).await?;
     let job = found.filter(|j| j.facility_id == terminal.facility_id).ok_or_else(missing)?;
+    let audience = webhooks::audience(db, gym_id, EventType::PurchaseUpdated).await?;
     let txn = begin_writing(db).await?;
     let mut sale = sales::locked_with_items(&txn, gym_id, job.purchase_id).await?.ok_or_else(missing)?;
     let job = payment_job::Entity::find_by_id((gym_id, uuid)).one(&txn).await?.ok_or_else(missing)?;
     match job.state {
         PaymentJobState::Reserved if job.device_id == Some(terminal.id) => {}
-        _ if job.device_id == Some(terminal.id) && report.agrees(&job) => return Ok(job),
+        _ if job.device_id == Some(terminal.id) && report.agrees(&job) => return Ok((job, Queued::Known(false))),
         PaymentJobState::Approved | PaymentJobState::Declined if job.device_id == Some(terminal.id) => {
             return Err(ApiError::StateConflict(format!("The payment was already reported {}.", job.state)));
         }
         PaymentJobState::Cancelled => return Err(ApiError::StateConflict("The order was cancelled.".into())),
         _ => return Err(ApiError::StateConflict("This terminal does not hold the payment.".into())),
     }
-    let (job, receipt) = settle(&txn, &mut sale, job, &report).await?;
+    let (job, receipt, queued) = settle(&txn, &mut sale, job, (&report, audience)).await?;
     txn.commit().await?;
     if receipt {
         let topic = receipts_topic(gym_id, terminal.facility_id);
         let wakes = wakes.clone();
         after_commit(async move { wakes.signal(&topic).await }).await;
     }
-    Ok(job)
+    Ok((job, queued))
 }
 
-/// Writes the report: the job, the sale's move, and for an approval its receipt number and print
-/// job. Returns the job as reported and whether a print job was made.
+/// Writes the report: the job, the sale's move (its event for `audience`), and for an approval its
+/// receipt number and print job. Returns the job as reported, whether a print job was made and
+/// whether a webhook delivery was queued.
 async fn settle(
     txn: &impl ConnectionTrait,
     sale: &mut sales::Sale,
     mut job: payment_job::Model,
-    report: &Report,
-) -> Result<(payment_job::Model, bool), ApiError> {
+    (report, audience): (&Report, Audience),
+) -> Result<(payment_job::Model, bool, Queued), ApiError> {
     let backend = txn.get_database_backend();
     let at = now();
     job.state = report.state();
@@ -195,17 +199,18 @@ async fn settle(
     ];
     writes.push(Statement::from_sql_and_values(backend, sql, values));
     let receipt = matches!(report, Report::Approved { .. });
-    if receipt {
+    let queued = if receipt {
         let number = sales::next_receipt_number(txn, sale.purchase.gym_id).await?;
         let print = sales::print_job(&sale.purchase, number, at);
         writes.push(
             entity::print_job::Entity::insert(entity::print_job::ActiveModel::from(print.clone())).build(backend),
         );
-        sales::moved(txn, &mut writes, sale, PaymentStatus::Paid, Some(number)).await?;
+        let queued = sales::moved((backend, &mut writes), sale, PaymentStatus::Paid, Some(number), audience);
         sale.receipts.push(print);
+        queued
     } else {
-        sales::moved(txn, &mut writes, sale, PaymentStatus::Failed, None).await?;
-    }
+        sales::moved((backend, &mut writes), sale, PaymentStatus::Failed, None, audience)
+    };
     writes.run(txn).await?;
-    Ok((job, receipt))
+    Ok((job, receipt, queued))
 }
