@@ -17,11 +17,19 @@ pub(super) enum Txn {
 }
 
 impl Txn {
-    /// Begins one: on SQLite it waits for this process's turn to write the file.
+    /// Begins one: on SQLite it waits for this process's turn to write the file. On PostgreSQL the
+    /// `BEGIN` runs in a task of its own, so that a request cut off meanwhile (its client gone)
+    /// cannot stop it between sending `BEGIN` and reading its answer: the driver counts a
+    /// transaction only once answered, and would hand the connection back to the pool inside one
+    /// that nobody ends. Begun without a taker, the transaction is dropped, and so rolled back.
     pub(super) async fn begin(db: &DatabaseConnection) -> Result<Txn, DbErr> {
         match db.get_database_backend() {
             DbBackend::Sqlite => Ok(Txn::File(file_writer::begin(db).await?)),
-            _ => Ok(Txn::Pg(db.begin().await?)),
+            _ => {
+                let db = db.clone();
+                let begun = tokio::spawn(async move { db.begin().await }).await;
+                Ok(Txn::Pg(begun.map_err(|e| DbErr::Custom(format!("beginning a transaction failed: {e}")))??))
+            }
         }
     }
 

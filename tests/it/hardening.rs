@@ -277,3 +277,56 @@ async fn metrics_count_requests_and_refused_keys_are_looked_up_once() {
     let r = guarded.client.get(format!("{}/metrics", guarded.address)).bearer_auth("scrape-secret").send().await;
     assert_eq!(r.unwrap().status(), 200);
 }
+
+/// Door decisions whose clients give up at every moment of them, round after round, leave no
+/// database connection inside a transaction: a connection handed back to the pool in the middle
+/// of its `BEGIN` would carry the next statements sent on it into a transaction nobody commits
+/// (and hold their locks). After each round the door still decides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn requests_cut_off_mid_write_leave_no_connection_inside_a_transaction() {
+    use serde_json::json;
+    let app = TestApp::spawn_with(|c| c.device_rate_limit_per_minute = 1_000_000).await;
+    let gym = app.gym("Cut off").await;
+    let k = &gym.live_key;
+    let door = app.device("POST", "/devices", k, Some(json!({"kind": "door", "name": "Front"})), &[]).await;
+    let path = format!("/doors/{}/access", door.body["id"].as_str().unwrap());
+    let url = format!("{}/api/v1/devices{path}", app.address);
+    let watcher = match crate::common::on_postgres() {
+        true => Some(sea_orm::Database::connect(&app.database_url).await.unwrap()),
+        false => None,
+    };
+    for round in 0..12u64 {
+        let mut cut = tokio::task::JoinSet::new();
+        for i in 0..48u64 {
+            // Give-up times from half a millisecond to 150: the 48 at once queue for the
+            // database, so each round cuts some off before, during and after their statements.
+            let patience = Duration::from_micros(500 + (i * 4099 + round * 211) % 150_000);
+            let client = reqwest::Client::builder().timeout(patience).build().unwrap();
+            let request = client.post(&url).bearer_auth(k).json(&json!({"card": format!("C{i}")}));
+            cut.spawn(async move { request.send().await.map(|r| r.status()) });
+        }
+        cut.join_all().await;
+        if let Some(watcher) = &watcher {
+            assert_eq!(inside_a_transaction(watcher).await, 0, "round {round}");
+        }
+        let r = app.device("POST", &path, k, Some(json!({"card": "nobody"})), &[]).await;
+        assert_eq!(r.status, 200, "round {round}: {}", r.body);
+    }
+}
+
+/// The connections of the watcher's database left inside a transaction with nothing running,
+/// once the requests' own have ended (a while to let them).
+async fn inside_a_transaction(watcher: &sea_orm::DatabaseConnection) -> i64 {
+    use sea_orm::{ConnectionTrait, Statement};
+    let sql = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+               AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%'";
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    loop {
+        let row = watcher.query_one(Statement::from_string(sea_orm::DbBackend::Postgres, sql)).await.unwrap();
+        let n: i64 = row.unwrap().try_get_by_index(0).unwrap();
+        if n == 0 || std::time::Instant::now() > deadline {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
