@@ -150,7 +150,7 @@ pub(super) fn one(mut statements: Vec<Statement>) -> Option<Statement> {
 /// PostgreSQL: `statements` as one that answers one row, the rows the statement at `tallied`
 /// wrote: `WITH w0 AS (…), … SELECT (SELECT count(*) FROM w<tallied>)` (it ends in `RETURNING`).
 fn told(statements: Vec<Statement>, tallied: usize) -> Statement {
-    let (mut sql, values) = with_parts(statements.into_iter().enumerate().map(|(i, s)| (format!("w{i}"), s)));
+    let (mut sql, values) = with_parts(numbered(statements));
     sql.push_str(&format!(" SELECT (SELECT count(*) FROM w{tallied})"));
     Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
 }
@@ -163,8 +163,7 @@ fn told(statements: Vec<Statement>, tallied: usize) -> Statement {
 /// statement's rows (-1 without one).
 pub(super) fn kept_with(writes: Vec<Statement>, tallied: Option<usize>, record: Statement) -> Statement {
     let parts = writes.len();
-    let named = writes.into_iter().enumerate().map(|(i, s)| (format!("w{i}"), s));
-    let (mut sql, values) = with_parts(named.chain([("rec".to_string(), record)]));
+    let (mut sql, values) = with_parts(numbered(writes).chain([("rec".to_string(), record)]));
     let told = match tallied.filter(|t| *t < parts) {
         Some(t) => format!("(SELECT count(*) FROM w{t})"),
         None => "CAST(-1 AS bigint)".to_string(),
@@ -176,11 +175,16 @@ pub(super) fn kept_with(writes: Vec<Statement>, tallied: Option<usize>, record: 
 /// `WITH w0 AS (s0), w1 AS (s1), … main`, each statement's `$n` moved past the values of those
 /// before it.
 fn combined(parts: Vec<Statement>, main: Statement) -> Statement {
-    let (mut sql, mut values) = with_parts(parts.into_iter().enumerate().map(|(i, s)| (format!("w{i}"), s)));
+    let (mut sql, mut values) = with_parts(numbered(parts));
     sql.push(' ');
     sql.push_str(&shift_placeholders(&main.sql, values.len()));
     values.extend(main.values.map(|v| v.0).unwrap_or_default());
     Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
+}
+
+/// The statements named `w0`, `w1`, … for [`with_parts`].
+fn numbered(statements: Vec<Statement>) -> impl Iterator<Item = (String, Statement)> {
+    statements.into_iter().enumerate().map(|(i, s)| (format!("w{i}"), s))
 }
 
 /// `WITH name AS (s), …` for `parts`, each statement's `$n` moved past the values of those before

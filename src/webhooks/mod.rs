@@ -78,7 +78,8 @@ impl EventType {
 /// delivery was queued (the caller may wake the dispatcher after its commit).
 pub async fn emit(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType, data: Value) -> Result<bool, DbErr> {
     let mut writes = Writes::new();
-    let queued = emit_with(db, &mut writes, gym_id, event, data).await?;
+    let targets = listeners(db, gym_id, event).await?;
+    let queued = emit_to(&mut writes, db.get_database_backend(), (gym_id, event, data), targets);
     writes.run(db).await?;
     Ok(queued)
 }
@@ -117,8 +118,8 @@ pub async fn wake_if(dispatcher: &std::sync::Arc<tokio::sync::Notify>, queued: Q
     .await;
 }
 
-/// [`emit_with`] for a write that reads nothing before it writes: [`audience`], then
-/// [`emit_to_audience`].
+/// The event and its deliveries added to `writes`, for a write that reads nothing before it
+/// writes: [`audience`], then [`emit_to_audience`].
 pub async fn emit_counted(
     db: &impl ConnectionTrait,
     writes: &mut Writes,
@@ -200,22 +201,8 @@ fn listening(gym: &str, event: &str) -> String {
     )
 }
 
-/// [`emit`], its writes added to `writes` (which the caller runs in its transaction `db`): reads
-/// the gym's endpoints now, writes with the rest.
-pub async fn emit_with(
-    db: &impl ConnectionTrait,
-    writes: &mut Writes,
-    gym_id: Uuid,
-    event: EventType,
-    data: Value,
-) -> Result<bool, DbErr> {
-    let targets = listeners(db, gym_id, event).await?;
-    Ok(emit_to(writes, db.get_database_backend(), (gym_id, event, data), targets))
-}
-
-/// The gym's enabled endpoints that subscribe to `event`: read before a transaction that holds
-/// locks, for [`emit_to`] inside it.
-pub async fn listeners(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType) -> Result<Vec<Uuid>, DbErr> {
+/// The gym's enabled endpoints that subscribe to `event`, for [`emit_to`].
+async fn listeners(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType) -> Result<Vec<Uuid>, DbErr> {
     let endpoints = webhook_endpoint::Entity::find()
         .filter(webhook_endpoint::Column::GymId.eq(gym_id))
         .filter(webhook_endpoint::Column::Enabled.eq(true))
@@ -240,7 +227,6 @@ pub fn emit_to(
     true
 }
 
-/// Adds the event envelope to `writes`; returns its id and time.
 /// A new event's id, time and envelope.
 fn new_event(event: EventType, data: Value) -> (Uuid, DateTime<Utc>, Value) {
     let at = now();
@@ -255,6 +241,7 @@ fn new_event(event: EventType, data: Value) -> (Uuid, DateTime<Utc>, Value) {
     (id, at, envelope)
 }
 
+/// Adds the event envelope to `writes`; returns its id and time.
 fn write_event(
     writes: &mut Writes,
     backend: DbBackend,
