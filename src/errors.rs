@@ -88,6 +88,10 @@ pub enum ApiError {
     /// The record is not in a state that allows the request (409 `state_conflict`).
     #[error("state conflict: {0}")]
     StateConflict(String),
+    /// A card charge reported on a payment the terminal no longer held: recorded as money to give
+    /// back, and the terminal told to refund it (409 `refund_required`, device API only).
+    #[error("refund required: {0}")]
+    RefundRequired(String),
     #[error("validation failed")]
     Validation(FieldErrors),
     #[error("rate limited")]
@@ -134,6 +138,7 @@ impl ApiError {
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::IdempotencyConflict => "idempotency_conflict",
             Self::StateConflict(_) => "state_conflict",
+            Self::RefundRequired(_) => "refund_required",
             Self::Validation(_) => "validation_failed",
             Self::RateLimited { .. } => "rate_limited",
             Self::ServiceUnavailable(_) => "service_unavailable",
@@ -152,6 +157,7 @@ impl ApiError {
             | Self::NotFound(m)
             | Self::ServiceUnavailable(m)
             | Self::StateConflict(m)
+            | Self::RefundRequired(m)
             | Self::PayloadTooLarge(m)
             | Self::HeadersTooLarge(m) => Cow::Borrowed(m),
             Self::RequestTimeout => {
@@ -182,7 +188,7 @@ impl ResponseError for ApiError {
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            Self::IdempotencyConflict | Self::StateConflict(_) => StatusCode::CONFLICT,
+            Self::IdempotencyConflict | Self::StateConflict(_) | Self::RefundRequired(_) => StatusCode::CONFLICT,
             Self::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,

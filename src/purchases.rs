@@ -5,14 +5,17 @@
 
 use std::collections::HashMap;
 
-use entity::{purchase, purchase_line, states::PaymentStatus};
+use entity::{
+    payment_job, purchase, purchase_line,
+    states::{PaymentJobState, PaymentStatus},
+};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QueryOrder, Statement};
 use uuid::Uuid;
 
 use crate::{
     counters::{self, PURCHASE_ROWS},
     db::Writes,
-    openapi::{Money, Purchase, PurchaseLine, PurchaseObject},
+    openapi::{Money, Purchase, PurchaseLine, PurchaseObject, RefundDue},
     webhooks::{self, Audience, EventType, Queued},
 };
 
@@ -22,7 +25,8 @@ pub fn money(amount: i64, currency: &str) -> Money {
 }
 
 /// A sale as the integration API returns it; `lines` for a sale made at the counter.
-pub fn record(m: purchase::Model, lines: Option<&[purchase_line::Model]>) -> Purchase {
+/// `jobs` are its payment jobs, of which those `refund_due` are shown (any others are ignored).
+pub fn record(m: purchase::Model, lines: Option<&[purchase_line::Model]>, jobs: &[payment_job::Model]) -> Purchase {
     let currency = m.currency.clone();
     Purchase {
         object: PurchaseObject::Purchase,
@@ -39,6 +43,7 @@ pub fn record(m: purchase::Model, lines: Option<&[purchase_line::Model]>) -> Pur
         facility_id: m.facility_id.into(),
         receipt_number: m.receipt_number.into(),
         lines: lines.map(|lines| lines.iter().map(|l| line(l, &currency)).collect::<Vec<_>>()).into(),
+        refunds_due: jobs.iter().filter(|j| j.state == PaymentJobState::RefundDue).map(refund).collect(),
         created_at: m.created_at,
         updated_at: m.updated_at,
     }
@@ -52,6 +57,42 @@ fn line(l: &purchase_line::Model, currency: &str) -> PurchaseLine {
         unit_price: money(l.unit_amount, currency),
         total: money(l.line_amount, currency),
     }
+}
+
+fn refund(j: &payment_job::Model) -> RefundDue {
+    RefundDue {
+        id: j.id,
+        amount: money(j.amount, &j.currency),
+        device_id: j.device_id.unwrap_or_default(),
+        card_scheme: j.card_scheme.clone().into(),
+        card_last4: j.card_last4.clone().into(),
+        reported_at: j.reported_at.unwrap_or(j.created_at),
+    }
+}
+
+/// The `refund_due` payments of these sales of a gym, oldest first, by sale.
+pub async fn refunds_of(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    ids: &[Uuid],
+) -> Result<HashMap<Uuid, Vec<payment_job::Model>>, DbErr> {
+    use payment_job::Column as C;
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let found = payment_job::Entity::find()
+        .filter(C::GymId.eq(gym_id))
+        .filter(C::PurchaseId.is_in(ids.iter().copied()))
+        .filter(C::State.eq(PaymentJobState::RefundDue))
+        .order_by_asc(C::CreatedAt)
+        .order_by_asc(C::Id)
+        .all(db)
+        .await?;
+    let mut by_sale: HashMap<Uuid, Vec<payment_job::Model>> = HashMap::new();
+    for j in found {
+        by_sale.entry(j.purchase_id).or_default().push(j);
+    }
+    Ok(by_sale)
 }
 
 /// The items of these sales of a gym, in their order, by sale; a sale without items (an import)
@@ -79,7 +120,7 @@ pub async fn lines_of(
     Ok(by_sale)
 }
 
-/// The sales of a page as records, with their items (one query for the page's items).
+/// The sales of a page as records, with their items and refunds due (one query each for the page).
 pub async fn records(
     db: &impl ConnectionTrait,
     gym_id: Uuid,
@@ -88,11 +129,13 @@ pub async fn records(
     // A sale made at the counter has a facility and items; an imported one has neither.
     let ids: Vec<Uuid> = rows.iter().filter(|p| p.facility_id.is_some()).map(|p| p.id).collect();
     let lines = lines_of(db, gym_id, &ids).await?;
+    let refunds = refunds_of(db, gym_id, &ids).await?;
     Ok(rows
         .into_iter()
         .map(|p| {
             let items = lines.get(&p.id).map(Vec::as_slice).or(p.facility_id.map(|_| &[][..]));
-            record(p, items)
+            let jobs = refunds.get(&p.id).map(Vec::as_slice).unwrap_or_default();
+            record(p, items, jobs)
         })
         .collect())
 }

@@ -22,6 +22,12 @@ pub struct Model {
     pub reported_at: Option<DateTimeUtc>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+    /// When its sale was paid, as the receipt says (frozen with the first print job).
+    pub paid_at: Option<DateTimeUtc>,
+    /// The gym's name as the receipt says.
+    pub gym_name: Option<String>,
+    /// The IANA time zone of the receipt's local time.
+    pub timezone: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -101,13 +101,16 @@ states! {
 
     /// A sale's payment at a card terminal: `pending` until a terminal takes it (`reserved`, until
     /// `reserved_until`; a reservation past its time reads as `pending` and is offered again), then
-    /// `approved` or `declined` as the terminal reports; `cancelled` with its order.
+    /// `approved` or `declined` as the terminal reports; `cancelled` with its order. `refund_due`
+    /// is a card charge a terminal reported on a payment it no longer held: recorded, never the
+    /// sale's payment, money to give back.
     PaymentJobState {
         Pending = "pending",
         Reserved = "reserved",
         Approved = "approved",
         Declined = "declined",
         Cancelled = "cancelled",
+        RefundDue = "refund_due",
     }
 
     /// A receipt at a fiscal printer: `pending` until a printer takes it (`delivered`, never handed

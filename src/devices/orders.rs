@@ -103,7 +103,7 @@ pub(super) fn order(s: &Sale, gym: (&str, &str), at: DateTime<Utc>) -> Order {
         payment_status: p.payment_status.into(),
         receipt_number: p.receipt_number.into(),
         payments: s.payments.iter().map(|j| payment(j, at)).collect(),
-        receipts: s.receipts.iter().map(|j| print(j, &printer::receipt(gym, p, &s.lines, j.receipt_number))).collect(),
+        receipts: s.receipts.iter().map(|j| print(j, &printer::receipt(gym, p, &s.lines, j))).collect(),
         created_at: p.created_at,
         updated_at: p.updated_at,
     }

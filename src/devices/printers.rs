@@ -21,7 +21,7 @@ impl DeviceHandlers {
         let missing = || ApiError::not_found("order", &j.purchase_id.to_string());
         let sale = sales::with_items(self.db(), ctx.tenant.gym_id, j.purchase_id).await?.ok_or_else(missing)?;
         let (name, timezone) = self.gym_label(ctx).await?;
-        let receipt = printer::receipt((&name, &timezone), &sale.purchase, &sale.lines, j.receipt_number);
+        let receipt = printer::receipt((&name, &timezone), &sale.purchase, &sale.lines, j);
         Ok(print(j, &receipt))
     }
 }

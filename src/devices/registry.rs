@@ -46,7 +46,8 @@ impl DevicesApi for DeviceHandlers {
     }
 
     async fn get_device(&self, ctx: &RequestContext, p: GetDeviceParams) -> Result<GetDeviceResponse, ApiError> {
-        let d = self.device(ctx, &p.device_id, None).await?;
+        // The front desk looking at a device: not the device's own request, so not its heartbeat.
+        let d = devices::find(self.db(), ctx.tenant.gym_id, &p.device_id, None).await?;
         Ok(GetDeviceResponse::Ok(Json(record(d, now()))))
     }
 

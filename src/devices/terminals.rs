@@ -8,7 +8,7 @@ use crate::{
     errors::{ApiError, FieldErrors},
     frontdesk::{
         sales::payments_topic,
-        terminal::{self, Report},
+        terminal::{self, Report, Reported},
     },
     openapi::devices::*,
     records::now,
@@ -67,8 +67,11 @@ impl TerminalsApi for DeviceHandlers {
             }
         };
         errors.into_result()?;
-        let (job, queued) = terminal::report(self.db(), &self.state.wakes, &t, &p.job_id, report).await?;
+        let (reported, queued) = terminal::report(self.db(), &self.state.wakes, &t, &p.job_id, report).await?;
         crate::webhooks::wake_if(&self.state.webhooks, queued).await;
-        Ok(ReportPaymentResponse::Ok(Json(payment(&job, now()))))
+        match reported {
+            Reported::Held(job) => Ok(ReportPaymentResponse::Ok(Json(payment(&job, now())))),
+            Reported::RefundDue(charge) => Err(ApiError::RefundRequired(terminal::refund_message(&charge))),
+        }
     }
 }

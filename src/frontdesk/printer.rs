@@ -29,24 +29,46 @@ pub struct Receipt {
     pub timezone: String,
 }
 
-/// The receipt of a paid sale of the gym `(name, timezone)`; it was paid when its sale last moved.
+/// What a receipt is frozen with when its sale is paid: the moment, the gym's name and its time
+/// zone then. Every print job of the sale carries the same, so a reprint is the same receipt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    pub paid_at: DateTime<Utc>,
+    pub gym_name: String,
+    pub timezone: String,
+}
+
+impl Stamp {
+    /// The stamp `job` carries, if it was printed with one (jobs written before receipts were
+    /// frozen carry none).
+    pub fn of(job: &print_job::Model) -> Option<Self> {
+        Some(Self { paid_at: job.paid_at?, gym_name: job.gym_name.clone()?, timezone: job.timezone.clone()? })
+    }
+}
+
+/// The receipt `job` prints for its paid sale: as the job's stamp says, or, for a job without
+/// one, as the gym `(name, timezone)` is now and when its sale last moved.
 pub fn receipt(
     (gym_name, timezone): (&str, &str),
     sale: &purchase::Model,
     lines: &[purchase_line::Model],
-    number: i64,
+    job: &print_job::Model,
 ) -> Receipt {
-    let tz: Tz = timezone.parse().unwrap_or(Tz::UTC);
-    let paid_at = sale.updated_at;
-    Receipt {
-        number,
+    let stamp = Stamp::of(job).unwrap_or_else(|| Stamp {
+        paid_at: sale.updated_at,
         gym_name: gym_name.to_string(),
+        timezone: timezone.to_string(),
+    });
+    let tz: Tz = stamp.timezone.parse().unwrap_or(Tz::UTC);
+    Receipt {
+        number: job.receipt_number,
+        gym_name: stamp.gym_name,
         order_id: sale.id,
         lines: lines.to_vec(),
         total: sale.total_amount,
         currency: sale.currency.clone(),
-        paid_at,
-        local_time: paid_at.with_timezone(&tz).format("%Y-%m-%d %H:%M:%S").to_string(),
+        paid_at: stamp.paid_at,
+        local_time: stamp.paid_at.with_timezone(&tz).format("%Y-%m-%d %H:%M:%S").to_string(),
         timezone: tz.name().to_string(),
     }
 }

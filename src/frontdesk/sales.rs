@@ -19,6 +19,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
+use super::printer;
 use crate::{
     db::{Db, Writes, after_commit, begin_writing, placeholders},
     errors::{ApiError, FieldErrors},
@@ -41,7 +42,7 @@ pub struct Sale {
 impl Sale {
     /// The sale as the integration API returns it (the payload of its events).
     pub fn record(&self) -> Purchase {
-        purchases::record(self.purchase.clone(), Some(&self.lines))
+        purchases::record(self.purchase.clone(), Some(&self.lines), &self.payments)
     }
 }
 
@@ -280,24 +281,26 @@ pub async fn find(db: &impl ConnectionTrait, gym_id: Uuid, id: &str) -> Result<S
     sales_of(db, gym_id, vec![p]).await?.pop().ok_or_else(missing)
 }
 
-/// A sale of the gym with its items only (not its jobs), its row locked for the rest of the
-/// transaction: what a change that fires the sale's event needs.
+/// A sale of the gym with its items and refunds due (not its other jobs), its row locked for the
+/// rest of the transaction: what a change that fires the sale's event needs.
 pub async fn locked_with_items(db: &impl ConnectionTrait, gym_id: Uuid, id: Uuid) -> Result<Option<Sale>, ApiError> {
     let Some(purchase) = lock(db, gym_id, id).await? else { return Ok(None) };
     items_of(db, purchase).await.map(Some)
 }
 
-/// A sale of the gym with its items only (not its jobs): what its receipt needs.
+/// A sale of the gym with its items and refunds due (not its other jobs): what its receipt needs.
 pub async fn with_items(db: &impl ConnectionTrait, gym_id: Uuid, id: Uuid) -> Result<Option<Sale>, ApiError> {
     let found = purchase::Entity::find_by_id((gym_id, id)).one(db).await?.filter(|p| p.facility_id.is_some());
     let Some(purchase) = found else { return Ok(None) };
     items_of(db, purchase).await.map(Some)
 }
 
+/// The sale with its items, and of its payments only those `refund_due` (what its record shows).
 async fn items_of(db: &impl ConnectionTrait, purchase: purchase::Model) -> Result<Sale, ApiError> {
     let (gym_id, id) = (purchase.gym_id, purchase.id);
     let lines = purchases::lines_of(db, gym_id, &[id]).await?.remove(&id).unwrap_or_default();
-    Ok(Sale { purchase, lines, payments: Vec::new(), receipts: Vec::new() })
+    let payments = purchases::refunds_of(db, gym_id, &[id]).await?.remove(&id).unwrap_or_default();
+    Ok(Sale { purchase, lines, payments, receipts: Vec::new() })
 }
 
 /// These sales of a gym with their items and jobs (three queries however many).
@@ -390,6 +393,19 @@ pub(super) fn moved(
     queued
 }
 
+/// The statement that marks a sale changed without a move of its status (a refund due was
+/// recorded), with its event for `audience`, added to `writes`; returns whether a delivery was
+/// queued.
+pub(super) fn touched((backend, writes): (DbBackend, &mut Writes), sale: &mut Sale, audience: Audience) -> Queued {
+    let p = &mut sale.purchase;
+    p.updated_at = now();
+    let sql = placeholders(backend, "UPDATE purchases SET updated_at = ? WHERE gym_id = ? AND id = ?");
+    let values = [p.updated_at.into(), p.gym_id.into(), p.id.into()];
+    writes.push(Statement::from_sql_and_values(backend, sql, values));
+    let gym_id = p.gym_id;
+    purchases::announce(writes, backend, (gym_id, EventType::PurchaseUpdated), &sale.record(), audience)
+}
+
 /// The gym's next receipt number: one row per gym, locked from here to the commit, so numbers
 /// follow the commits of paid sales, none skipped or used twice, whatever the servers.
 pub(super) async fn next_receipt_number(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<i64, ApiError> {
@@ -441,12 +457,7 @@ pub async fn cancel(db: &Db, gym_id: Uuid, id: &str) -> Result<(Sale, Queued), A
     let at = now();
     let backend = txn.get_database_backend();
     let mut writes = Writes::new();
-    let waiting = payment_job::Entity::find()
-        .filter(payment_job::Column::GymId.eq(gym_id))
-        .filter(payment_job::Column::PurchaseId.eq(sale.purchase.id))
-        .filter(payment_job::Column::State.is_in([PaymentJobState::Pending, PaymentJobState::Reserved]))
-        .all(&txn)
-        .await?;
+    let waiting = waiting_locked(&txn, gym_id, sale.purchase.id).await?;
     for job in &waiting {
         if job.state == PaymentJobState::Reserved && job.reserved_until.is_some_and(|t| t > at) {
             return Err(ApiError::StateConflict("A card terminal is taking the order's payment.".into()));
@@ -466,6 +477,27 @@ pub async fn cancel(db: &Db, gym_id: Uuid, id: &str) -> Result<(Sale, Queued), A
         }
     }
     Ok((sale, queued))
+}
+
+/// The sale's payment jobs that wait for a terminal or are held by one, their rows locked for the
+/// rest of the transaction (PostgreSQL; SQLite's writer holds the file): a terminal's take waits
+/// for the cancel or skips them, so a job is either cancelled or taken, never both.
+async fn waiting_locked(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    purchase_id: Uuid,
+) -> Result<Vec<payment_job::Model>, ApiError> {
+    let backend = db.get_database_backend();
+    let lock = if backend == DbBackend::Postgres { " FOR UPDATE" } else { "" };
+    let sql = placeholders(
+        backend,
+        &format!(
+            "SELECT * FROM payment_jobs WHERE gym_id = ? AND purchase_id = ? AND state IN ('pending', 'reserved') \
+             ORDER BY created_at, id{lock}"
+        ),
+    );
+    let statement = Statement::from_sql_and_values(backend, sql, [gym_id.into(), purchase_id.into()]);
+    Ok(payment_job::Entity::find().from_raw_sql(statement).all(db).await?)
 }
 
 /// A paid order whose last receipt failed to print gets a new print job with the same receipt.
@@ -490,7 +522,7 @@ pub async fn reprint(db: &Db, wakes: &Arc<Wakes>, gym_id: Uuid, id: &str) -> Res
         };
         return Err(ApiError::StateConflict(what.into()));
     }
-    let job = print_job(&sale.purchase, number, now());
+    let job = print_job(&sale.purchase, number, printer::Stamp::of(&last), now());
     let backend = txn.get_database_backend();
     txn.execute(print_job::Entity::insert(print_job::ActiveModel::from(job.clone())).build(backend)).await?;
     txn.commit().await?;
@@ -500,8 +532,13 @@ pub async fn reprint(db: &Db, wakes: &Arc<Wakes>, gym_id: Uuid, id: &str) -> Res
     Ok(sale)
 }
 
-/// A new print job for a paid sale's receipt.
-pub(super) fn print_job(p: &purchase::Model, receipt_number: i64, at: DateTime<Utc>) -> print_job::Model {
+/// A new print job for a paid sale's receipt, frozen with `stamp`.
+pub(super) fn print_job(
+    p: &purchase::Model,
+    receipt_number: i64,
+    stamp: Option<printer::Stamp>,
+    at: DateTime<Utc>,
+) -> print_job::Model {
     print_job::Model {
         gym_id: p.gym_id,
         id: new_id(),
@@ -515,6 +552,9 @@ pub(super) fn print_job(p: &purchase::Model, receipt_number: i64, at: DateTime<U
         reported_at: None,
         created_at: at,
         updated_at: at,
+        paid_at: stamp.as_ref().map(|s| s.paid_at),
+        gym_name: stamp.as_ref().map(|s| s.gym_name.clone()),
+        timezone: stamp.map(|s| s.timezone),
     }
 }
 

@@ -9,10 +9,14 @@ use entity::{
     device, payment_job,
     states::{PaymentJobState, PaymentStatus},
 };
-use sea_orm::{ConnectionTrait, EntityTrait, FromQueryResult, QueryTrait, Statement};
+use sea_orm::{ConnectionTrait, DbBackend, EntityTrait, FromQueryResult, QueryTrait, Statement, sea_query::OnConflict};
+use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use super::sales::{self, receipts_topic};
+use super::{
+    printer::Stamp,
+    sales::{self, receipts_topic},
+};
 use crate::{
     db::{Db, Writes, after_commit, begin_writing, claimed, placeholders},
     errors::ApiError,
@@ -121,33 +125,53 @@ impl Report {
     }
 }
 
-/// The terminal's report on a payment it holds: approval pays the sale (its receipt number, a
-/// print job, `purchase.updated`), a decline fails it. The same report again answers the same job;
-/// another outcome, or a job this terminal does not hold, is 409. Returns the job and whether a
-/// webhook delivery was queued.
+/// What a report came to: the payment the terminal holds, reported; or a card charge it reported
+/// on a payment it no longer held, recorded as money to give back.
+pub enum Reported {
+    Held(payment_job::Model),
+    RefundDue(payment_job::Model),
+}
+
+/// The terminal's report on a payment, decided under the locks of the sale's and the job's rows
+/// (so a cancel, another terminal's take and this report are one after the other, whatever the
+/// servers): the terminal that holds the job (its reservation lapsed or not, as long as no other
+/// terminal took it since) has approval pay the sale (its receipt number, a print job,
+/// `purchase.updated`) and a decline fail it. The same report again answers the same job; another
+/// outcome is 409. An approval of a job the terminal does not hold (another terminal took it, or
+/// the order was cancelled or paid) is a card charged all the same: it is recorded, once, as a
+/// `refund_due` payment of the sale (`purchase.updated`). A decline of such a job is 409. Returns
+/// what the report came to and whether a webhook delivery was queued.
 pub async fn report(
     db: &Db,
     wakes: &Arc<Wakes>,
     terminal: &device::Model,
     job_id: &str,
     report: Report,
-) -> Result<(payment_job::Model, Queued), ApiError> {
+) -> Result<(Reported, Queued), ApiError> {
     let gym_id = terminal.gym_id;
     let missing = || ApiError::not_found("payment job", job_id);
     let uuid = Uuid::parse_str(job_id).map_err(|_| missing())?;
     let found = payment_job::Entity::find_by_id((gym_id, uuid)).one(db).await?;
-    let job = found.filter(|j| j.facility_id == terminal.facility_id).ok_or_else(missing)?;
+    let job = found.filter(|j| j.facility_id == terminal.facility_id && j.state != PaymentJobState::RefundDue);
+    let job = job.ok_or_else(missing)?;
     let audience = webhooks::audience(db, gym_id, EventType::PurchaseUpdated).await?;
     let txn = begin_writing(db).await?;
     let mut sale = sales::locked_with_items(&txn, gym_id, job.purchase_id).await?.ok_or_else(missing)?;
-    let job = payment_job::Entity::find_by_id((gym_id, uuid)).one(&txn).await?.ok_or_else(missing)?;
-    match job.state {
-        PaymentJobState::Reserved if job.device_id == Some(terminal.id) => {}
-        _ if job.device_id == Some(terminal.id) && report.agrees(&job) => return Ok((job, Queued::Known(false))),
-        PaymentJobState::Approved | PaymentJobState::Declined if job.device_id == Some(terminal.id) => {
+    let job = locked(&txn, gym_id, uuid).await?.ok_or_else(missing)?;
+    let mine = job.device_id == Some(terminal.id);
+    match (job.state, &report) {
+        (PaymentJobState::Reserved, _) if mine => {}
+        _ if mine && report.agrees(&job) => return Ok((Reported::Held(job), Queued::Known(false))),
+        (PaymentJobState::Approved | PaymentJobState::Declined, _) if mine => {
             return Err(ApiError::StateConflict(format!("The payment was already reported {}.", job.state)));
         }
-        PaymentJobState::Cancelled => return Err(ApiError::StateConflict("The order was cancelled.".into())),
+        (_, Report::Approved { card_scheme, card_last4 }) => {
+            let card = (card_scheme.as_str(), card_last4.as_str());
+            let (charge, queued) = refund_due(&txn, &mut sale, &job, (terminal.id, card), audience).await?;
+            txn.commit().await?;
+            return Ok((Reported::RefundDue(charge), queued));
+        }
+        (PaymentJobState::Cancelled, _) => return Err(ApiError::StateConflict("The order was cancelled.".into())),
         _ => return Err(ApiError::StateConflict("This terminal does not hold the payment.".into())),
     }
     let (job, receipt, queued) = settle(&txn, &mut sale, job, (&report, audience)).await?;
@@ -157,7 +181,74 @@ pub async fn report(
         let wakes = wakes.clone();
         after_commit(async move { wakes.signal(&topic).await }).await;
     }
-    Ok((job, queued))
+    Ok((Reported::Held(job), queued))
+}
+
+/// The payment job `id` of the gym, its row locked for the rest of the transaction (PostgreSQL;
+/// SQLite's writer holds the file): a take of another terminal waits for it, or skips it.
+async fn locked(db: &impl ConnectionTrait, gym_id: Uuid, id: Uuid) -> Result<Option<payment_job::Model>, ApiError> {
+    let backend = db.get_database_backend();
+    let lock = if backend == DbBackend::Postgres { " FOR UPDATE" } else { "" };
+    let sql = placeholders(backend, &format!("SELECT * FROM payment_jobs WHERE gym_id = ? AND id = ?{lock}"));
+    let statement = Statement::from_sql_and_values(backend, sql, [gym_id.into(), id.into()]);
+    Ok(payment_job::Entity::find().from_raw_sql(statement).one(db).await?)
+}
+
+/// The id of the charge `terminal` reported on `job`: the same however often it reports it, so
+/// it is recorded once.
+fn charge_id(job: Uuid, terminal: Uuid) -> Uuid {
+    let digest = Sha256::new().chain_update(job.as_bytes()).chain_update(terminal.as_bytes()).finalize();
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_custom_bytes(bytes).into_uuid()
+}
+
+/// Records a card charge `terminal` reported on `job`, which it did not hold, as a `refund_due`
+/// payment of the sale, and announces the sale's change (`purchase.updated`) when it is new.
+/// Returns the charge as recorded (the first report of it) and whether a delivery was queued.
+async fn refund_due(
+    txn: &impl ConnectionTrait,
+    sale: &mut sales::Sale,
+    job: &payment_job::Model,
+    (terminal, (card_scheme, card_last4)): (Uuid, (&str, &str)),
+    audience: Audience,
+) -> Result<(payment_job::Model, Queued), ApiError> {
+    let backend = txn.get_database_backend();
+    let at = now();
+    let charge = payment_job::Model {
+        id: charge_id(job.id, terminal),
+        state: PaymentJobState::RefundDue,
+        device_id: Some(terminal),
+        reserved_until: None,
+        card_scheme: Some(card_scheme.to_string()),
+        card_last4: Some(card_last4.to_string()),
+        reason: None,
+        reported_at: Some(at),
+        created_at: at,
+        updated_at: at,
+        ..job.clone()
+    };
+    let insert = payment_job::Entity::insert(payment_job::ActiveModel::from(charge.clone()))
+        .on_conflict(OnConflict::columns([payment_job::Column::GymId, payment_job::Column::Id]).do_nothing().to_owned())
+        .build(backend);
+    if txn.execute(insert).await?.rows_affected() == 0 {
+        let first = locked(txn, job.gym_id, charge.id).await?;
+        return Ok((first.unwrap_or(charge), Queued::Known(false)));
+    }
+    sale.payments.push(charge.clone());
+    let mut writes = Writes::new();
+    let queued = sales::touched((backend, &mut writes), sale, audience);
+    writes.run(txn).await?;
+    Ok((charge, queued))
+}
+
+/// What a terminal is told of a charge recorded as `refund_due`.
+pub fn refund_message(charge: &payment_job::Model) -> String {
+    format!(
+        "This terminal no longer held the payment (another terminal took it, or the order was cancelled or paid). \
+         The card charge of {} {} is recorded as payment {} to give back: refund it to the card.",
+        charge.amount, charge.currency, charge.id
+    )
 }
 
 /// Writes the report: the job, the sale's move (its event for `audience`), and for an approval its
@@ -201,11 +292,14 @@ async fn settle(
     let receipt = matches!(report, Report::Approved { .. });
     let queued = if receipt {
         let number = sales::next_receipt_number(txn, sale.purchase.gym_id).await?;
-        let print = sales::print_job(&sale.purchase, number, at);
+        let gym = entity::gym::Entity::find_by_id(sale.purchase.gym_id).one(txn).await?;
+        let queued = sales::moved((backend, &mut writes), sale, PaymentStatus::Paid, Some(number), audience);
+        let paid_at = sale.purchase.updated_at;
+        let stamp = gym.map(|g| Stamp { paid_at, gym_name: g.name, timezone: g.timezone });
+        let print = sales::print_job(&sale.purchase, number, stamp, at);
         writes.push(
             entity::print_job::Entity::insert(entity::print_job::ActiveModel::from(print.clone())).build(backend),
         );
-        let queued = sales::moved((backend, &mut writes), sale, PaymentStatus::Paid, Some(number), audience);
         sale.receipts.push(print);
         queued
     } else {

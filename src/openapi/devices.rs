@@ -42,6 +42,6 @@ same_values! {
     CommandState <=> CommandState { Pending, Delivered, Executed, Failed, Expired }
     RingState <=> RingState { Pending, Opened, Dismissed, Expired }
     PaymentStatus <=> PaymentStatus { Pending, Paid, Failed, Cancelled, Refunded }
-    PaymentJobState <=> PaymentJobState { Pending, Reserved, Approved, Declined, Cancelled }
+    PaymentJobState <=> PaymentJobState { Pending, Reserved, Approved, Declined, Cancelled, RefundDue }
     PrintJobState <=> PrintJobState { Pending, Delivered, Printed, Failed }
 }

@@ -10,21 +10,21 @@ use crate::common::{Gym, TestApp};
 
 /// A gym's counter: a kiosk, a card terminal and a fiscal printer at its first facility, and two
 /// products (a bar at 2.50 EUR, water at 1.20 EUR) and an archived one, and one priced in USD.
-struct Counter {
-    gym: Gym,
-    kiosk: String,
-    terminal: String,
-    printer: String,
-    products: HashMap<&'static str, String>,
+pub struct Counter {
+    pub gym: Gym,
+    pub kiosk: String,
+    pub terminal: String,
+    pub printer: String,
+    pub products: HashMap<&'static str, String>,
 }
 
-async fn register(app: &TestApp, key: &str, kind: &str, name: &str) -> String {
+pub async fn register(app: &TestApp, key: &str, kind: &str, name: &str) -> String {
     let r = app.device("POST", "/devices", key, Some(json!({"kind": kind, "name": name})), &[]).await;
     assert_eq!(r.status, 201, "{}", r.body);
     r.body["id"].as_str().unwrap().to_string()
 }
 
-async fn counter(app: &TestApp, name: &str) -> Counter {
+pub async fn counter(app: &TestApp, name: &str) -> Counter {
     let gym = app.gym(name).await;
     let k = gym.live_key.clone();
     let eur = |amount: i64| json!({"amount": amount, "currency": "EUR"});
@@ -53,22 +53,22 @@ async fn counter(app: &TestApp, name: &str) -> Counter {
 }
 
 impl Counter {
-    fn key(&self) -> &str {
+    pub fn key(&self) -> &str {
         &self.gym.live_key
     }
 
-    async fn order(&self, app: &TestApp, lines: Value) -> crate::common::TestResponse {
+    pub async fn order(&self, app: &TestApp, lines: Value) -> crate::common::TestResponse {
         let body = json!({"device_id": self.kiosk, "lines": lines});
         app.device("POST", "/orders", self.key(), Some(body), &[]).await
     }
 
-    async fn take_payment(&self, app: &TestApp, terminal: &str) -> Value {
+    pub async fn take_payment(&self, app: &TestApp, terminal: &str) -> Value {
         let r = app.device("GET", &format!("/terminals/{terminal}/jobs?wait=0"), self.key(), None, &[]).await;
         assert_eq!(r.status, 200, "{}", r.body);
         r.body["data"].clone()
     }
 
-    async fn report_payment(
+    pub async fn report_payment(
         &self,
         app: &TestApp,
         terminal: &str,
@@ -78,7 +78,7 @@ impl Counter {
         app.device("POST", &format!("/terminals/{terminal}/jobs/{job}/report"), self.key(), Some(report), &[]).await
     }
 
-    async fn take_receipt(&self, app: &TestApp) -> Value {
+    pub async fn take_receipt(&self, app: &TestApp) -> Value {
         let path = format!("/printers/{}/jobs?wait=0", self.printer);
         let r = app.device("GET", &path, self.key(), None, &[]).await;
         assert_eq!(r.status, 200, "{}", r.body);
@@ -86,7 +86,7 @@ impl Counter {
     }
 }
 
-fn approved() -> Value {
+pub fn approved() -> Value {
     json!({"outcome": "approved", "card_scheme": "visa", "card_last4": "4242"})
 }
 
@@ -374,5 +374,86 @@ async fn each_sale_event_is_queued_once_per_endpoint() {
         crate::common::oracle().check_schema("PurchaseEvent", &payload);
         crate::common::oracle().check_schema("WebhookEvent", &payload);
         assert_eq!(payload["data"]["id"], order["id"]);
+    }
+}
+
+/// A terminal whose reservation lapsed and whose order the front desk then cancelled charges the
+/// card all the same: its report is recorded as a refund due (409 `refund_required`, the same
+/// answer again and recorded once), shown in the order, the integration API's purchase and a
+/// `purchase.updated` event, and never counted as revenue.
+#[tokio::test]
+async fn a_charge_after_the_order_was_cancelled_is_recorded_as_a_refund_due() {
+    use gymapi::accounts::Actor;
+    let app = TestApp::spawn_with(|c| c.payment_reservation = Duration::from_secs(1)).await;
+    let c = counter(&app, "Refunds").await;
+    gymapi::webhooks::create_endpoint(&app.db, &Actor::Operator, c.gym.id, false, "http://127.0.0.1:9/h", &[], true)
+        .await
+        .unwrap();
+    let order = c.order(&app, json!([{"product_id": c.products["bar"], "quantity": 2}])).await.body;
+    let id = order["id"].as_str().unwrap();
+    let job = c.take_payment(&app, &c.terminal).await[0]["id"].as_str().unwrap().to_string();
+    let cancel = format!("/orders/{id}/cancel");
+    assert_eq!(app.device("POST", &cancel, c.key(), None, &[]).await.status, 409, "held by the terminal");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(app.device("POST", &cancel, c.key(), None, &[]).await.status, 200, "the reservation lapsed");
+
+    let late = c.report_payment(&app, &c.terminal, &job, approved()).await;
+    assert_eq!((late.status, late.error_type()), (409, "refund_required"), "{}", late.body);
+    let again = c.report_payment(&app, &c.terminal, &job, approved()).await;
+    assert_eq!(again.body, late.body, "the same report is answered the same");
+
+    let order = app.device("GET", &format!("/orders/{id}"), c.key(), None, &[]).await.body;
+    let refunds: Vec<&Value> =
+        order["payments"].as_array().unwrap().iter().filter(|p| p["state"] == "refund_due").collect();
+    assert_eq!(refunds.len(), 1, "recorded once: {order}");
+    assert_eq!(
+        (refunds[0]["device_id"].as_str(), refunds[0]["amount"].clone(), refunds[0]["card_last4"].as_str()),
+        (Some(c.terminal.as_str()), json!({"amount": 500, "currency": "EUR"}), Some("4242"))
+    );
+    assert_eq!(order["payment_status"], "cancelled");
+    let sale = app.get(c.key(), &format!("/purchases/{id}")).await.body;
+    assert_eq!(sale["refunds_due"][0]["id"], refunds[0]["id"]);
+    assert_eq!(sale["refunds_due"][0]["amount"], json!({"amount": 500, "currency": "EUR"}));
+    let stats = app.get(c.key(), "/statistics").await.body;
+    assert_eq!(stats["revenue_this_month"]["paid"], json!([]), "a refund due is not revenue");
+
+    use sea_orm::EntityTrait;
+    let events = entity::webhook_event::Entity::find().all(&app.db).await.unwrap();
+    let told: Vec<Value> = events
+        .iter()
+        .filter(|e| e.event_type == "purchase.updated")
+        .map(|e| serde_json::from_str::<Value>(&e.payload).unwrap())
+        .filter(|p| !p["data"]["refunds_due"].as_array().unwrap().is_empty())
+        .collect();
+    assert_eq!(told.len(), 1, "one purchase.updated announces the refund due");
+    crate::common::oracle().check_schema("PurchaseEvent", &told[0]);
+}
+
+/// A receipt is frozen when its sale is paid: printed again after the gym changed its time zone,
+/// it is the same receipt, field for field.
+#[tokio::test]
+async fn a_reprint_is_the_same_receipt_after_the_gym_moved_its_time_zone() {
+    let app = TestApp::spawn().await;
+    let c = counter(&app, "Frozen").await;
+    let order = c.order(&app, json!([{"product_id": c.products["bar"], "quantity": 1}])).await.body;
+    let id = order["id"].as_str().unwrap();
+    let job = c.take_payment(&app, &c.terminal).await[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(c.report_payment(&app, &c.terminal, &job, approved()).await.status, 200);
+    let first = c.take_receipt(&app).await[0].clone();
+    let path = format!("/printers/{}/jobs/{}/report", c.printer, first["id"].as_str().unwrap());
+    let failed = json!({"outcome": "failed", "reason": "Out of paper"});
+    assert_eq!(app.device("POST", &path, c.key(), Some(failed), &[]).await.status, 200);
+
+    let update = gymapi::accounts::GymUpdate { timezone: Some("Asia/Tokyo".into()), ..Default::default() };
+    gymapi::accounts::update_gym(&app.db, app.store.as_ref(), c.gym.id, update).await.unwrap();
+    let reprint = app.device("POST", &format!("/orders/{id}/reprint"), c.key(), None, &[]).await;
+    assert_eq!(reprint.status, 200, "{}", reprint.body);
+    let second = c.take_receipt(&app).await[0].clone();
+    assert_ne!(second["id"], first["id"]);
+    assert_eq!(second["receipt"], first["receipt"], "the same receipt");
+    assert_eq!(first["receipt"]["timezone"], "UTC");
+    let order = app.device("GET", &format!("/orders/{id}"), c.key(), None, &[]).await.body;
+    for r in order["receipts"].as_array().unwrap() {
+        assert_eq!(r["receipt"], first["receipt"], "the order shows the receipt as printed");
     }
 }

@@ -455,6 +455,11 @@ async fn devices_are_seen_and_paths_name_the_kind_they_want() {
     assert_eq!((not_a_door.status, not_a_door.error_type()), (404, "not_found"));
     assert!(not_a_door.body["error"]["message"].as_str().unwrap().starts_with("No door with id"));
     let door = register(&app, k, "door", "Door").await;
+    // The front desk looking at a door is not the door's request: it stays offline, never seen.
+    assert_eq!(app.device("GET", &format!("/devices/{door}"), k, None, &[]).await.status, 200);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let looked = app.device("GET", &format!("/devices/{door}"), k, None, &[]).await.body;
+    assert_eq!((looked["online"].as_bool(), looked["last_seen_at"].is_null()), (Some(false), true), "{looked}");
     for body in [json!({}), json!({"card": "X", "member_id": Uuid::now_v7()})] {
         let r = app.device("POST", &format!("/doors/{door}/access"), k, Some(body), &[]).await;
         assert_eq!((r.status, r.body["errors"]["body"].is_array()), (422, true));

@@ -10,6 +10,7 @@ mod auth;
 mod cli;
 mod contract;
 mod counter;
+mod counter_races;
 mod devices;
 mod durability;
 mod errors;
