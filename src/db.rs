@@ -347,6 +347,12 @@ pub fn claimed(backend: DbBackend, subquery: &str) -> String {
     }
 }
 
+/// The condition that the API key `?` is in force for devices (neither revoked nor rolled), to
+/// add to a statement that hands something to a device: a key revoked or rolled a moment before
+/// is never handed a command, a payment or a receipt.
+pub const KEY_IN_FORCE: &str =
+    "EXISTS (SELECT 1 FROM api_keys WHERE id = ? AND revoked_at IS NULL AND expires_at IS NULL)";
+
 /// Whether a statement broke a unique index or constraint.
 pub fn is_unique_violation(err: &sea_orm::DbErr) -> bool {
     matches!(err.sql_err(), Some(sea_orm::SqlErr::UniqueConstraintViolation(_)))

@@ -24,17 +24,26 @@ pub struct Wakes {
     redis: Option<(redis::aio::ConnectionManager, String)>,
 }
 
-/// A wait on one topic, started before looking (so that a signal between the look and the wait
-/// is not missed).
+/// A wait on one or more topics, started before looking (so that a signal between the look and
+/// the wait is not missed).
 pub struct Waiting {
-    notified: std::pin::Pin<Box<OwnedNotified>>,
+    notified: Vec<std::pin::Pin<Box<OwnedNotified>>>,
 }
 
 impl Waiting {
-    /// Until the topic is signalled after this wait began.
+    /// Until one of the topics is signalled after this wait began.
     pub async fn woken(self) {
-        self.notified.await;
+        if self.notified.is_empty() {
+            return std::future::pending().await;
+        }
+        futures_util::future::select_all(self.notified).await;
     }
+}
+
+/// The topic of an API key, signalled when it is revoked or rolled: the long polls of its devices
+/// wake and end (401).
+pub fn key_topic(key_id: uuid::Uuid) -> String {
+    format!("keys:{key_id}")
 }
 
 impl Wakes {
@@ -87,16 +96,27 @@ impl Wakes {
 
     /// Starts waiting on `topic`.
     pub fn wait(&self, topic: &str) -> Waiting {
-        let notify = {
-            let mut topics = self.topics.lock().unwrap_or_else(PoisonError::into_inner);
+        self.wait_any(&[topic])
+    }
+
+    /// Starts waiting on every one of `topics`: woken by the first signalled.
+    pub fn wait_any(&self, topics: &[&str]) -> Waiting {
+        let notifies: Vec<Arc<Notify>> = {
+            let mut map = self.topics.lock().unwrap_or_else(PoisonError::into_inner);
             // Topics no one waits on any more go, so the map holds only the waits under way.
-            if topics.len() >= 1024 {
-                topics.retain(|_, n| Arc::strong_count(n) > 1);
+            if map.len() >= 1024 {
+                map.retain(|_, n| Arc::strong_count(n) > 1);
             }
-            topics.entry(topic.to_string()).or_default().clone()
+            topics.iter().map(|t| map.entry((*t).to_string()).or_default().clone()).collect()
         };
-        let mut notified = Box::pin(notify.notified_owned());
-        notified.as_mut().enable();
+        let notified = notifies
+            .into_iter()
+            .map(|n| {
+                let mut notified = Box::pin(n.notified_owned());
+                notified.as_mut().enable();
+                notified
+            })
+            .collect();
         Waiting { notified }
     }
 
@@ -179,13 +199,13 @@ impl Shutdown {
     }
 }
 
-/// A long poll: `look` now, and while it finds nothing, again each time `topic` is signalled and
+/// A long poll: `look` now, and while it finds nothing, again each time one of `topics` is signalled and
 /// once more when `wait` has passed (a lost wake-up then costs the wait, never the answer); when the
 /// server shuts down, the answer is nothing, at once.
 pub async fn long_poll<T, E, F, Fut>(
     wakes: &Wakes,
     shutdown: &Shutdown,
-    topic: &str,
+    topics: &[&str],
     wait: Duration,
     mut look: F,
 ) -> Result<Vec<T>, E>
@@ -193,7 +213,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Vec<T>, E>>,
 {
-    long_poll_until(wakes, shutdown, topic, wait, || {
+    long_poll_until(wakes, shutdown, topics, wait, || {
         let looked = look();
         async move { looked.await.map(|found| (found, None)) }
     })
@@ -205,7 +225,7 @@ where
 pub async fn long_poll_until<T, E, F, Fut>(
     wakes: &Wakes,
     shutdown: &Shutdown,
-    topic: &str,
+    topics: &[&str],
     wait: Duration,
     mut look: F,
 ) -> Result<Vec<T>, E>
@@ -215,7 +235,7 @@ where
 {
     let deadline = tokio::time::Instant::now() + wait;
     loop {
-        let waiting = wakes.wait(topic);
+        let waiting = wakes.wait_any(topics);
         let (found, again_at) = look().await?;
         if !found.is_empty() || tokio::time::Instant::now() >= deadline || shutdown.begun() {
             return Ok(found);
@@ -255,7 +275,7 @@ mod tests {
         };
         let poll = tokio::spawn({
             let (wakes, shutdown, look) = (wakes.clone(), shutdown.clone(), look.clone());
-            async move { long_poll(&wakes, &shutdown, "door", Duration::from_secs(10), look).await }
+            async move { long_poll(&wakes, &shutdown, &["door"], Duration::from_secs(10), look).await }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
         found.lock().unwrap().push(7);
@@ -264,12 +284,12 @@ mod tests {
 
         found.lock().unwrap().clear();
         let started = std::time::Instant::now();
-        assert_eq!(long_poll(&wakes, &shutdown, "door", Duration::from_millis(100), look.clone()).await, Ok(vec![]));
+        assert_eq!(long_poll(&wakes, &shutdown, &["door"], Duration::from_millis(100), look.clone()).await, Ok(vec![]));
         assert!(started.elapsed() >= Duration::from_millis(100));
 
         let poll = tokio::spawn({
             let (wakes, shutdown, look) = (wakes.clone(), shutdown.clone(), look.clone());
-            async move { long_poll(&wakes, &shutdown, "door", Duration::from_secs(20), look).await }
+            async move { long_poll(&wakes, &shutdown, &["door"], Duration::from_secs(20), look).await }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
         shutdown.begin();

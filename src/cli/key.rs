@@ -112,6 +112,7 @@ pub(super) async fn run(command: KeyCommand, config: &Config) -> Result<(), Fail
             let db = open(config).await?;
             let r = accounts::roll_key(&db, &*key_cache(config).await, &Actor::Operator, key_id, config.key_roll_grace)
                 .await?;
+            end_device_polls(config, key_id).await;
             print(
                 json,
                 json!({ "id": r.new.model.id, "key": r.new.key, "retiring_id": r.retiring.id, "expires_at": opt_time(r.retiring.expires_at) }),
@@ -130,10 +131,24 @@ pub(super) async fn run(command: KeyCommand, config: &Config) -> Result<(), Fail
         KeyCommand::Revoke { key_id, json } => {
             let db = open(config).await?;
             let k = accounts::revoke_key(&db, &*key_cache(config).await, &Actor::Operator, key_id).await?;
+            end_device_polls(config, key_id).await;
             print(json, json!({ "id": k.id, "revoked_at": opt_time(k.revoked_at) }), || {
                 format!("revoked key {}", k.id)
             });
             Ok(())
         }
+    }
+}
+
+/// Wakes the waiting long polls of the key's devices on every server sharing the configured Redis,
+/// so they end at once (401). Without Redis this process reaches no server: a waiting poll ends
+/// when its wait runs out, and is handed nothing meanwhile.
+async fn end_device_polls(config: &Config, key_id: Uuid) {
+    if config.redis_url.is_none() {
+        return;
+    }
+    match crate::wake::Wakes::connect(config).await {
+        Ok(wakes) => wakes.signal(&crate::wake::key_topic(key_id)).await,
+        Err(e) => eprintln!("warning: the key's waiting device polls end when their wait runs out ({e})"),
     }
 }

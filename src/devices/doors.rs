@@ -14,7 +14,6 @@ use crate::{
     openapi::devices::*,
     records::now,
     types::wire::Json,
-    wake,
 };
 
 fn reason(d: Denial) -> AccessDecisionReason {
@@ -86,10 +85,11 @@ impl DoorsApi for DeviceHandlers {
         p: PollDoorCommandsParams,
     ) -> Result<PollDoorCommandsResponse, ApiError> {
         let door = self.device(ctx, &p.device_id, Some(DeviceKind::Door)).await?;
-        let s = &self.state;
         let topic = bell::door_topic(gym(ctx), door.id);
-        let claimed =
-            wake::long_poll(&s.wakes, &s.shutdown, &topic, wait(p.wait), || bell::claim(self.db(), &door)).await?;
+        let key = ctx.tenant.key_id;
+        let claimed = self
+            .poll(ctx, &topic, wait(p.wait), || async { Ok((bell::claim(self.db(), &door, key).await?, None)) })
+            .await?;
         let at = now();
         Ok(PollDoorCommandsResponse::Ok(Json(DoorCommandBatch {
             data: claimed.into_iter().map(|c| command(c, at)).collect(),

@@ -49,7 +49,42 @@ impl DeviceHandlers {
     }
 }
 
+/// What one look of a device's long poll found, and when to look again without a signal.
+type Look<T> = (Vec<T>, Option<tokio::time::Instant>);
+
 impl DeviceHandlers {
+    /// A device's long poll on `topic` (`wake::long_poll_until`), woken also when the request's key
+    /// is revoked or rolled (`wake::key_topic`): after every look but the first (the request's key
+    /// was checked just before it), a key no longer in force ends the poll with 401. Whatever a look
+    /// hands out is taken only while the key is in force (`db::KEY_IN_FORCE`).
+    async fn poll<T, F, Fut>(
+        &self,
+        ctx: &RequestContext,
+        topic: &str,
+        wait: std::time::Duration,
+        mut look: F,
+    ) -> Result<Vec<T>, ApiError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<Look<T>, ApiError>>,
+    {
+        let key = crate::wake::key_topic(ctx.tenant.key_id);
+        let s = &self.state;
+        let mut first = true;
+        crate::wake::long_poll_until(&s.wakes, &s.shutdown, &[topic, &key], wait, || {
+            let again = !std::mem::replace(&mut first, false);
+            let looked = look();
+            async move {
+                let found = looked.await?;
+                if again && !devices::key_in_force(self.db(), ctx.tenant.key_id).await? {
+                    return Err(ApiError::Unauthorized);
+                }
+                Ok(found)
+            }
+        })
+        .await
+    }
+
     /// The gym's name and time zone, for receipts.
     async fn gym_label(&self, ctx: &RequestContext) -> Result<(String, String), ApiError> {
         let gym = entity::gym::Entity::find_by_id(ctx.tenant.gym_id).one(self.db()).await?;

@@ -12,7 +12,6 @@ use crate::{
     },
     openapi::devices::*,
     types::wire::Json,
-    wake,
 };
 
 impl DeviceHandlers {
@@ -33,11 +32,13 @@ impl PrintersApi for DeviceHandlers {
         p: PollPrintJobsParams,
     ) -> Result<PollPrintJobsResponse, ApiError> {
         let printer_device = self.device(ctx, &p.device_id, Some(DeviceKind::FiscalPrinter)).await?;
-        let s = &self.state;
         let topic = receipts_topic(printer_device.gym_id, printer_device.facility_id);
-        let taken =
-            wake::long_poll(&s.wakes, &s.shutdown, &topic, wait(p.wait), || printer::take(self.db(), &printer_device))
-                .await?;
+        let key = ctx.tenant.key_id;
+        let taken = self
+            .poll(ctx, &topic, wait(p.wait), || async {
+                Ok((printer::take(self.db(), &printer_device, key).await?, None))
+            })
+            .await?;
         let mut data = Vec::with_capacity(taken.len());
         for j in &taken {
             data.push(self.print_job(ctx, j).await?);

@@ -3,7 +3,6 @@
 use super::{DeviceHandlers, gym, wait};
 use crate::{
     context::RequestContext, errors::ApiError, frontdesk::bell, openapi::devices::*, records::now, types::wire::Json,
-    wake,
 };
 
 /// A ring as the API returns it, its state as it reads at `at`.
@@ -29,12 +28,12 @@ impl RingsApi for DeviceHandlers {
         ctx: &RequestContext,
         p: PendingRingsParams,
     ) -> Result<PendingRingsResponse, ApiError> {
-        let s = &self.state;
         let topic = bell::rings_topic(gym(ctx));
-        let found = wake::long_poll(&s.wakes, &s.shutdown, &topic, wait(p.wait), || {
-            bell::pending(self.db(), gym(ctx), p.facility_id)
-        })
-        .await?;
+        let found = self
+            .poll(ctx, &topic, wait(p.wait), || async {
+                Ok((bell::pending(self.db(), gym(ctx), p.facility_id).await?, None))
+            })
+            .await?;
         let at = now();
         Ok(PendingRingsResponse::Ok(Json(RingBatch { data: found.into_iter().map(|r| record(r, at)).collect() })))
     }

@@ -13,7 +13,6 @@ use crate::{
     openapi::devices::*,
     records::now,
     types::wire::Json,
-    wake,
 };
 
 impl TerminalsApi for DeviceHandlers {
@@ -26,15 +25,17 @@ impl TerminalsApi for DeviceHandlers {
         let s = &self.state;
         let topic = payments_topic(t.gym_id, t.facility_id);
         let reservation = s.config.payment_reservation;
-        let taken = wake::long_poll_until(&s.wakes, &s.shutdown, &topic, wait(p.wait), || async {
-            let taken = terminal::take(self.db(), &t, reservation).await?;
-            let again_at = taken.lapses_at.map(|at| {
-                let after = (at - now()).to_std().unwrap_or_default();
-                tokio::time::Instant::now() + after + std::time::Duration::from_millis(5)
-            });
-            Ok::<_, ApiError>((taken.job.into_iter().collect::<Vec<_>>(), again_at))
-        })
-        .await?;
+        let key = ctx.tenant.key_id;
+        let taken = self
+            .poll(ctx, &topic, wait(p.wait), || async {
+                let taken = terminal::take(self.db(), &t, key, reservation).await?;
+                let again_at = taken.lapses_at.map(|at| {
+                    let after = (at - now()).to_std().unwrap_or_default();
+                    tokio::time::Instant::now() + after + std::time::Duration::from_millis(5)
+                });
+                Ok::<_, ApiError>((taken.job.into_iter().collect::<Vec<_>>(), again_at))
+            })
+            .await?;
         let at = now();
         Ok(PollPaymentJobsResponse::Ok(Json(PaymentJobBatch { data: taken.iter().map(|j| payment(j, at)).collect() })))
     }

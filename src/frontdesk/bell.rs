@@ -18,7 +18,7 @@ use sea_orm::{
 use uuid::Uuid;
 
 use crate::{
-    db::{Db, after_commit, begin_writing, claimed, placeholders},
+    db::{Db, KEY_IN_FORCE, after_commit, begin_writing, claimed, placeholders},
     errors::ApiError,
     records::{new_id, now},
     wake::Wakes,
@@ -212,8 +212,13 @@ pub async fn dismiss(db: &Db, gym_id: Uuid, ring_id: &str) -> Result<ring::Model
     find_ring(db, gym_id, ring_id).await
 }
 
-/// Hands out the door's pending, unexpired commands, oldest first, to this caller alone.
-pub async fn claim(db: &impl ConnectionTrait, door: &device::Model) -> Result<Vec<door_command::Model>, ApiError> {
+/// Hands out the door's pending, unexpired commands, oldest first, to this caller alone, while
+/// its key `key_id` is in force.
+pub async fn claim(
+    db: &impl ConnectionTrait,
+    door: &device::Model,
+    key_id: Uuid,
+) -> Result<Vec<door_command::Model>, ApiError> {
     let backend = db.get_database_backend();
     let at = now();
     let pending = "SELECT id FROM door_commands WHERE gym_id = ? AND device_id = ? AND state = 'pending' \
@@ -222,12 +227,20 @@ pub async fn claim(db: &impl ConnectionTrait, door: &device::Model) -> Result<Ve
         backend,
         &format!(
             "UPDATE door_commands SET state = 'delivered', delivered_at = ?, updated_at = ? WHERE gym_id = ? AND id {} \
-             RETURNING *",
+             AND {KEY_IN_FORCE} RETURNING *",
             claimed(backend, pending)
         ),
     );
-    let values =
-        [at.into(), at.into(), door.gym_id.into(), door.gym_id.into(), door.id.into(), at.into(), CLAIM.into()];
+    let values = [
+        at.into(),
+        at.into(),
+        door.gym_id.into(),
+        door.gym_id.into(),
+        door.id.into(),
+        at.into(),
+        CLAIM.into(),
+        key_id.into(),
+    ];
     let mut claimed =
         door_command::Entity::find().from_raw_sql(Statement::from_sql_and_values(backend, sql, values)).all(db).await?;
     claimed.sort_by_key(|c| (c.created_at, c.id));

@@ -232,3 +232,14 @@ pub async fn mark_seen(
     .await?;
     Ok(())
 }
+
+/// Whether the API key `key_id` is in force for devices: neither revoked nor rolled.
+pub async fn key_in_force(db: &impl ConnectionTrait, key_id: Uuid) -> Result<bool, sea_orm::DbErr> {
+    use entity::api_key::Column as K;
+    let found = entity::api_key::Entity::find_by_id(key_id)
+        .filter(K::RevokedAt.is_null())
+        .filter(K::ExpiresAt.is_null())
+        .one(db)
+        .await?;
+    Ok(found.is_some())
+}

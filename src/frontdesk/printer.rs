@@ -8,7 +8,7 @@ use sea_orm::{ConnectionTrait, DbBackend, EntityTrait, Statement};
 use uuid::Uuid;
 
 use crate::{
-    db::{Db, begin_writing, claimed, placeholders},
+    db::{Db, KEY_IN_FORCE, begin_writing, claimed, placeholders},
     errors::ApiError,
     records::now,
 };
@@ -74,8 +74,8 @@ pub fn receipt(
 }
 
 /// Hands the facility's oldest pending receipt to `printer`, and to no other (one statement,
-/// `db::claimed`).
-pub async fn take(db: &Db, printer: &device::Model) -> Result<Vec<print_job::Model>, ApiError> {
+/// `db::claimed`), while its key `key_id` is in force.
+pub async fn take(db: &Db, printer: &device::Model, key_id: Uuid) -> Result<Vec<print_job::Model>, ApiError> {
     let backend = db.get_database_backend();
     let at = now();
     let next = "SELECT id FROM print_jobs WHERE gym_id = ? AND facility_id = ? AND state = 'pending' \
@@ -84,12 +84,12 @@ pub async fn take(db: &Db, printer: &device::Model) -> Result<Vec<print_job::Mod
         backend,
         &format!(
             "UPDATE print_jobs SET state = 'delivered', device_id = ?, delivered_at = ?, updated_at = ? \
-             WHERE gym_id = ? AND id {} RETURNING *",
+             WHERE gym_id = ? AND id {} AND {KEY_IN_FORCE} RETURNING *",
             claimed(backend, next)
         ),
     );
     let (gym, me) = (printer.gym_id, printer.id);
-    let values = [me.into(), at.into(), at.into(), gym.into(), gym.into(), printer.facility_id.into()];
+    let values = [me.into(), at.into(), at.into(), gym.into(), gym.into(), printer.facility_id.into(), key_id.into()];
     let statement = Statement::from_sql_and_values(backend, sql, values);
     Ok(print_job::Entity::find().from_raw_sql(statement).all(db).await?)
 }

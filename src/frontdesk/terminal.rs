@@ -18,7 +18,7 @@ use super::{
     sales::{self, receipts_topic},
 };
 use crate::{
-    db::{Db, Writes, after_commit, begin_writing, claimed, placeholders},
+    db::{Db, KEY_IN_FORCE, Writes, after_commit, begin_writing, claimed, placeholders},
     errors::ApiError,
     records::now,
     wake::Wakes,
@@ -44,7 +44,8 @@ pub struct Taken {
 /// statement (`db::claimed`), so two terminals never take one job, and one poll takes one (with
 /// `IN (…)`, PostgreSQL ran the subquery again for every row it joined, and one poll reserved
 /// every waiting payment).
-pub async fn take(db: &Db, terminal: &device::Model, reservation: Duration) -> Result<Taken, ApiError> {
+/// Nothing is taken for a key `key_id` no longer in force.
+pub async fn take(db: &Db, terminal: &device::Model, key_id: Uuid, reservation: Duration) -> Result<Taken, ApiError> {
     let backend = db.get_database_backend();
     let at = now();
     let until = at + chrono::Duration::from_std(reservation).unwrap_or_default();
@@ -55,7 +56,7 @@ pub async fn take(db: &Db, terminal: &device::Model, reservation: Duration) -> R
         backend,
         &format!(
             "UPDATE payment_jobs SET state = 'reserved', device_id = ?, reserved_until = ?, updated_at = ? \
-             WHERE gym_id = ? AND id {} RETURNING *",
+             WHERE gym_id = ? AND id {} AND {KEY_IN_FORCE} RETURNING *",
             claimed(backend, next)
         ),
     );
@@ -70,6 +71,7 @@ pub async fn take(db: &Db, terminal: &device::Model, reservation: Duration) -> R
         at.into(),
         me.into(),
         me.into(),
+        key_id.into(),
     ];
     let statement = Statement::from_sql_and_values(backend, sql, values);
     let job = payment_job::Entity::find().from_raw_sql(statement).one(db).await?;

@@ -485,6 +485,7 @@ async fn roll_key(req: &Request, state: Data<&AppState>, Path(id): Path<Uuid>, F
     }
     match accounts::roll_key(&state.db, &*state.store, &s.actor(), id, state.config.key_roll_grace).await {
         Ok(r) => {
+            state.wakes.signal(&crate::wake::key_topic(id)).await;
             let flash = Flash::NewKey { name: r.new.model.name.clone(), key: r.new.key };
             render_api(&state, &s, Some(flash), StatusCode::OK).await
         }
@@ -502,7 +503,10 @@ async fn revoke_key(req: &Request, state: Data<&AppState>, Path(id): Path<Uuid>,
         return r;
     }
     match accounts::revoke_key(&state.db, &*state.store, &s.actor(), id).await {
-        Ok(_) => redirect("/settings/integrations/api"),
+        Ok(_) => {
+            state.wakes.signal(&crate::wake::key_topic(id)).await;
+            redirect("/settings/integrations/api")
+        }
         Err(e) => refused(e),
     }
 }

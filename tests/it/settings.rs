@@ -500,3 +500,41 @@ async fn webhook_urls_in_ipv6_forms_of_private_addresses_are_refused() {
     let taken = add("https://[64:ff9b::1.1.1.1]/h").await;
     assert!(taken.body.contains("whsec_"), "{}", taken.body);
 }
+
+/// Revoking a key on the settings page ends its devices' waiting polls at once with 401, and a
+/// door signed in again with a new key gets the next command.
+#[tokio::test]
+async fn revoking_a_key_ends_its_devices_waiting_polls_at_once() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Revoked door").await;
+    let b = signed_in(&app, &gym, "owner@revoked.example", "owner", &[]).await;
+    let register = |kind: &'static str| {
+        let (app, key) = (&app, gym.live_key.clone());
+        async move {
+            let r = app.device("POST", "/devices", &key, Some(json!({"kind": kind, "name": kind})), &[]).await;
+            r.body["id"].as_str().unwrap().to_string()
+        }
+    };
+    let (door, bell) = (register("door").await, register("doorbell").await);
+    let url = format!("{}/api/v1/devices/doors/{door}/commands?wait=20", app.address);
+    let waiting = tokio::spawn(reqwest::Client::new().get(url).bearer_auth(&gym.live_key).send());
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let page = b.get("/settings/integrations/api").await;
+    let path = format!("/settings/integrations/api/keys/{}/revoke", gym.live_key_id);
+    let started = std::time::Instant::now();
+    assert_eq!(b.post(&path, &[("csrf", &page.csrf())]).await.status, 303);
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(10), waiting).await.unwrap().unwrap().unwrap();
+    assert_eq!(answer.status().as_u16(), 401, "the waiting poll ends with the key");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "at once, not at the end of its wait");
+
+    let new =
+        accounts::create_key(&app.db, &accounts::Actor::Operator, gym.id, Environment::Live, "again").await.unwrap();
+    let rang = app.device("POST", &format!("/doorbells/{bell}/rings"), &new.key, Some(json!({})), &[]).await;
+    assert_eq!(rang.status, 201, "{}", rang.body);
+    let ring = rang.body["id"].as_str().unwrap();
+    let opened =
+        app.device("POST", &format!("/rings/{ring}/open"), &new.key, Some(json!({"door_id": door})), &[]).await;
+    assert_eq!(opened.status, 200, "{}", opened.body);
+    let commands = app.device("GET", &format!("/doors/{door}/commands?wait=0"), &new.key, None, &[]).await;
+    assert_eq!(commands.body["data"].as_array().unwrap().len(), 1, "the door signed in again gets it");
+}
