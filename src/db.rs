@@ -358,6 +358,14 @@ pub fn is_unique_violation(err: &sea_orm::DbErr) -> bool {
     matches!(err.sql_err(), Some(sea_orm::SqlErr::UniqueConstraintViolation(_)))
 }
 
+/// `select` (with `?` placeholders, as [`placeholders`] makes them) whose rows stay locked for the
+/// rest of the transaction: `FOR UPDATE` on PostgreSQL; on SQLite the file's one writer holds
+/// them already.
+pub fn for_update(backend: DbBackend, select: &str) -> String {
+    let lock = if backend == DbBackend::Postgres { " FOR UPDATE" } else { "" };
+    placeholders(backend, &format!("{select}{lock}"))
+}
+
 /// `?` placeholders in the form of the backend (`$1`, `$2`, ... on PostgreSQL).
 pub fn placeholders(backend: DbBackend, sql: &str) -> String {
     if backend != DbBackend::Postgres {

@@ -88,11 +88,16 @@ pub async fn refunds_of(
         .order_by_asc(C::Id)
         .all(db)
         .await?;
-    let mut by_sale: HashMap<Uuid, Vec<payment_job::Model>> = HashMap::new();
-    for j in found {
-        by_sale.entry(j.purchase_id).or_default().push(j);
+    Ok(by_sale(found, |j| j.purchase_id))
+}
+
+/// `rows` of several sales by their sale, each sale's in the order given.
+pub fn by_sale<M>(rows: Vec<M>, sale: impl Fn(&M) -> Uuid) -> HashMap<Uuid, Vec<M>> {
+    let mut by_sale: HashMap<Uuid, Vec<M>> = HashMap::new();
+    for row in rows {
+        by_sale.entry(sale(&row)).or_default().push(row);
     }
-    Ok(by_sale)
+    by_sale
 }
 
 /// The items of these sales of a gym, in their order, by sale; a sale without items (an import)
@@ -113,11 +118,7 @@ pub async fn lines_of(
         .order_by_asc(C::Position)
         .all(db)
         .await?;
-    let mut by_sale: HashMap<Uuid, Vec<purchase_line::Model>> = HashMap::new();
-    for l in found {
-        by_sale.entry(l.purchase_id).or_default().push(l);
-    }
-    Ok(by_sale)
+    Ok(by_sale(found, |l| l.purchase_id))
 }
 
 /// The sales of a page as records, with their items and refunds due (one query each for the page).

@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use crate::{
     accounts::{self, AccountError, Actor, Permission},
-    db::placeholders,
+    db::{KEY_IN_FORCE, placeholders},
     errors::ApiError,
     records::{new_id, now},
 };
@@ -233,13 +233,10 @@ pub async fn mark_seen(
     Ok(())
 }
 
-/// Whether the API key `key_id` is in force for devices: neither revoked nor rolled.
+/// Whether the API key `key_id` is in force for devices (`db::KEY_IN_FORCE`: neither revoked nor
+/// rolled).
 pub async fn key_in_force(db: &impl ConnectionTrait, key_id: Uuid) -> Result<bool, sea_orm::DbErr> {
-    use entity::api_key::Column as K;
-    let found = entity::api_key::Entity::find_by_id(key_id)
-        .filter(K::RevokedAt.is_null())
-        .filter(K::ExpiresAt.is_null())
-        .one(db)
-        .await?;
-    Ok(found.is_some())
+    let backend = db.get_database_backend();
+    let sql = placeholders(backend, &format!("SELECT 1 AS n WHERE {}", KEY_IN_FORCE));
+    Ok(db.query_one(Statement::from_sql_and_values(backend, sql, [key_id.into()])).await?.is_some())
 }

@@ -4,11 +4,11 @@
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use entity::{device, print_job, purchase, purchase_line, states::PrintJobState};
-use sea_orm::{ConnectionTrait, DbBackend, EntityTrait, Statement};
+use sea_orm::{ConnectionTrait, EntityTrait, Statement};
 use uuid::Uuid;
 
 use crate::{
-    db::{Db, KEY_IN_FORCE, begin_writing, claimed, placeholders},
+    db::{Db, KEY_IN_FORCE, begin_writing, claimed, for_update, placeholders},
     errors::ApiError,
     records::now,
 };
@@ -114,8 +114,7 @@ pub async fn report(
     let uuid = Uuid::parse_str(job_id).map_err(|_| missing())?;
     let txn = begin_writing(db).await?;
     let backend = txn.get_database_backend();
-    let lock = if backend == DbBackend::Postgres { " FOR UPDATE" } else { "" };
-    let sql = placeholders(backend, &format!("SELECT * FROM print_jobs WHERE gym_id = ? AND id = ?{lock}"));
+    let sql = for_update(backend, "SELECT * FROM print_jobs WHERE gym_id = ? AND id = ?");
     let statement = Statement::from_sql_and_values(backend, sql, [gym_id.into(), uuid.into()]);
     let job = print_job::Entity::find().from_raw_sql(statement).one(&txn).await?;
     let mut job = job.filter(|j| j.facility_id == printer.facility_id).ok_or_else(missing)?;

@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use super::printer;
 use crate::{
-    db::{Db, Writes, after_commit, begin_writing, placeholders},
+    db::{Db, Writes, after_commit, begin_writing, for_update, placeholders},
     errors::{ApiError, FieldErrors},
     openapi::Purchase,
     purchases::{self, Change},
@@ -281,26 +281,26 @@ pub async fn find(db: &impl ConnectionTrait, gym_id: Uuid, id: &str) -> Result<S
     sales_of(db, gym_id, vec![p]).await?.pop().ok_or_else(missing)
 }
 
-/// A sale of the gym with its items and refunds due (not its other jobs), its row locked for the
-/// rest of the transaction: what a change that fires the sale's event needs.
+/// A sale of the gym with its items and, of its jobs, those `refund_due` (what its record shows),
+/// its row locked for the rest of the transaction: what a change that fires the sale's event needs.
 pub async fn locked_with_items(db: &impl ConnectionTrait, gym_id: Uuid, id: Uuid) -> Result<Option<Sale>, ApiError> {
     let Some(purchase) = lock(db, gym_id, id).await? else { return Ok(None) };
-    items_of(db, purchase).await.map(Some)
+    let mut sale = items_of(db, purchase).await?;
+    sale.payments = purchases::refunds_of(db, gym_id, &[id]).await?.remove(&id).unwrap_or_default();
+    Ok(Some(sale))
 }
 
-/// A sale of the gym with its items and refunds due (not its other jobs): what its receipt needs.
+/// A sale of the gym with its items only (not its jobs): what its receipt needs.
 pub async fn with_items(db: &impl ConnectionTrait, gym_id: Uuid, id: Uuid) -> Result<Option<Sale>, ApiError> {
     let found = purchase::Entity::find_by_id((gym_id, id)).one(db).await?.filter(|p| p.facility_id.is_some());
     let Some(purchase) = found else { return Ok(None) };
     items_of(db, purchase).await.map(Some)
 }
 
-/// The sale with its items, and of its payments only those `refund_due` (what its record shows).
 async fn items_of(db: &impl ConnectionTrait, purchase: purchase::Model) -> Result<Sale, ApiError> {
     let (gym_id, id) = (purchase.gym_id, purchase.id);
     let lines = purchases::lines_of(db, gym_id, &[id]).await?.remove(&id).unwrap_or_default();
-    let payments = purchases::refunds_of(db, gym_id, &[id]).await?.remove(&id).unwrap_or_default();
-    Ok(Sale { purchase, lines, payments, receipts: Vec::new() })
+    Ok(Sale { purchase, lines, payments: Vec::new(), receipts: Vec::new() })
 }
 
 /// These sales of a gym with their items and jobs (three queries however many).
@@ -322,9 +322,7 @@ pub async fn sales_of(
             .order_by_asc(P::Id)
             .all(db)
             .await?;
-        for j in found {
-            payments.entry(j.purchase_id).or_default().push(j);
-        }
+        payments = purchases::by_sale(found, |j| j.purchase_id);
         use print_job::Column as R;
         let found = print_job::Entity::find()
             .filter(R::GymId.eq(gym_id))
@@ -333,9 +331,7 @@ pub async fn sales_of(
             .order_by_asc(R::Id)
             .all(db)
             .await?;
-        for j in found {
-            receipts.entry(j.purchase_id).or_default().push(j);
-        }
+        receipts = purchases::by_sale(found, |j| j.purchase_id);
     }
     Ok(rows
         .into_iter()
@@ -356,8 +352,7 @@ pub(super) async fn lock(
     id: Uuid,
 ) -> Result<Option<purchase::Model>, ApiError> {
     let backend = db.get_database_backend();
-    let lock = if backend == DbBackend::Postgres { " FOR UPDATE" } else { "" };
-    let sql = placeholders(backend, &format!("SELECT * FROM purchases WHERE gym_id = ? AND id = ?{lock}"));
+    let sql = for_update(backend, "SELECT * FROM purchases WHERE gym_id = ? AND id = ?");
     let found =
         purchase::Model::find_by_statement(Statement::from_sql_and_values(backend, sql, [gym_id.into(), id.into()]))
             .one(db)
@@ -365,7 +360,8 @@ pub(super) async fn lock(
     Ok(found.filter(|p| p.facility_id.is_some()))
 }
 
-/// The statement that moves a sale to `to` (and gives it `receipt_number`, when paid), with the
+/// The statement that moves a sale to `to` (and gives it `receipt_number`, when paid; `to` its own
+/// status only touches it, as when a refund due is recorded), with the
 /// counters' move and its event for `audience` (`purchase.updated`'s, read before the
 /// transaction), added to `writes`; returns whether a delivery was queued.
 pub(super) fn moved(
@@ -391,19 +387,6 @@ pub(super) fn moved(
     let queued = purchases::announce(writes, backend, (gym_id, EventType::PurchaseUpdated), &sale.record(), audience);
     writes.extend(purchases::count_statement(backend, gym_id, Change::Moved { from, to }));
     queued
-}
-
-/// The statement that marks a sale changed without a move of its status (a refund due was
-/// recorded), with its event for `audience`, added to `writes`; returns whether a delivery was
-/// queued.
-pub(super) fn touched((backend, writes): (DbBackend, &mut Writes), sale: &mut Sale, audience: Audience) -> Queued {
-    let p = &mut sale.purchase;
-    p.updated_at = now();
-    let sql = placeholders(backend, "UPDATE purchases SET updated_at = ? WHERE gym_id = ? AND id = ?");
-    let values = [p.updated_at.into(), p.gym_id.into(), p.id.into()];
-    writes.push(Statement::from_sql_and_values(backend, sql, values));
-    let gym_id = p.gym_id;
-    purchases::announce(writes, backend, (gym_id, EventType::PurchaseUpdated), &sale.record(), audience)
 }
 
 /// The gym's next receipt number: one row per gym, locked from here to the commit, so numbers
@@ -488,13 +471,10 @@ async fn waiting_locked(
     purchase_id: Uuid,
 ) -> Result<Vec<payment_job::Model>, ApiError> {
     let backend = db.get_database_backend();
-    let lock = if backend == DbBackend::Postgres { " FOR UPDATE" } else { "" };
-    let sql = placeholders(
+    let sql = for_update(
         backend,
-        &format!(
-            "SELECT * FROM payment_jobs WHERE gym_id = ? AND purchase_id = ? AND state IN ('pending', 'reserved') \
-             ORDER BY created_at, id{lock}"
-        ),
+        "SELECT * FROM payment_jobs WHERE gym_id = ? AND purchase_id = ? AND state IN ('pending', 'reserved') \
+         ORDER BY created_at, id",
     );
     let statement = Statement::from_sql_and_values(backend, sql, [gym_id.into(), purchase_id.into()]);
     Ok(payment_job::Entity::find().from_raw_sql(statement).all(db).await?)

@@ -9,7 +9,7 @@ use entity::{
     device, payment_job,
     states::{PaymentJobState, PaymentStatus},
 };
-use sea_orm::{ConnectionTrait, DbBackend, EntityTrait, FromQueryResult, QueryTrait, Statement, sea_query::OnConflict};
+use sea_orm::{ConnectionTrait, EntityTrait, FromQueryResult, QueryTrait, Statement, sea_query::OnConflict};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
@@ -18,7 +18,7 @@ use super::{
     sales::{self, receipts_topic},
 };
 use crate::{
-    db::{Db, KEY_IN_FORCE, Writes, after_commit, begin_writing, claimed, placeholders},
+    db::{Db, KEY_IN_FORCE, Writes, after_commit, begin_writing, claimed, for_update, placeholders},
     errors::ApiError,
     records::now,
     wake::Wakes,
@@ -157,6 +157,11 @@ pub async fn report(
     let job = found.filter(|j| j.facility_id == terminal.facility_id && j.state != PaymentJobState::RefundDue);
     let job = job.ok_or_else(missing)?;
     let audience = webhooks::audience(db, gym_id, EventType::PurchaseUpdated).await?;
+    // What an approval's receipt is frozen with, read before the transaction holds any lock.
+    let gym = match report {
+        Report::Approved { .. } => entity::gym::Entity::find_by_id(gym_id).one(db).await?,
+        Report::Declined { .. } => None,
+    };
     let txn = begin_writing(db).await?;
     let mut sale = sales::locked_with_items(&txn, gym_id, job.purchase_id).await?.ok_or_else(missing)?;
     let job = locked(&txn, gym_id, uuid).await?.ok_or_else(missing)?;
@@ -176,7 +181,7 @@ pub async fn report(
         (PaymentJobState::Cancelled, _) => return Err(ApiError::StateConflict("The order was cancelled.".into())),
         _ => return Err(ApiError::StateConflict("This terminal does not hold the payment.".into())),
     }
-    let (job, receipt, queued) = settle(&txn, &mut sale, job, (&report, audience)).await?;
+    let (job, receipt, queued) = settle(&txn, &mut sale, job, (&report, gym, audience)).await?;
     txn.commit().await?;
     if receipt {
         let topic = receipts_topic(gym_id, terminal.facility_id);
@@ -190,8 +195,7 @@ pub async fn report(
 /// SQLite's writer holds the file): a take of another terminal waits for it, or skips it.
 async fn locked(db: &impl ConnectionTrait, gym_id: Uuid, id: Uuid) -> Result<Option<payment_job::Model>, ApiError> {
     let backend = db.get_database_backend();
-    let lock = if backend == DbBackend::Postgres { " FOR UPDATE" } else { "" };
-    let sql = placeholders(backend, &format!("SELECT * FROM payment_jobs WHERE gym_id = ? AND id = ?{lock}"));
+    let sql = for_update(backend, "SELECT * FROM payment_jobs WHERE gym_id = ? AND id = ?");
     let statement = Statement::from_sql_and_values(backend, sql, [gym_id.into(), id.into()]);
     Ok(payment_job::Entity::find().from_raw_sql(statement).one(db).await?)
 }
@@ -238,8 +242,10 @@ async fn refund_due(
         return Ok((first.unwrap_or(charge), Queued::Known(false)));
     }
     sale.payments.push(charge.clone());
+    // The sale stays as it is but for `updated_at`; its event shows the refund due.
     let mut writes = Writes::new();
-    let queued = sales::touched((backend, &mut writes), sale, audience);
+    let status = sale.purchase.payment_status;
+    let queued = sales::moved((backend, &mut writes), sale, status, None, audience);
     writes.run(txn).await?;
     Ok((charge, queued))
 }
@@ -254,13 +260,13 @@ pub fn refund_message(charge: &payment_job::Model) -> String {
 }
 
 /// Writes the report: the job, the sale's move (its event for `audience`), and for an approval its
-/// receipt number and print job. Returns the job as reported, whether a print job was made and
+/// receipt number and print job, frozen with `gym` as it was read before the transaction. Returns the job as reported, whether a print job was made and
 /// whether a webhook delivery was queued.
 async fn settle(
     txn: &impl ConnectionTrait,
     sale: &mut sales::Sale,
     mut job: payment_job::Model,
-    (report, audience): (&Report, Audience),
+    (report, gym, audience): (&Report, Option<entity::gym::Model>, Audience),
 ) -> Result<(payment_job::Model, bool, Queued), ApiError> {
     let backend = txn.get_database_backend();
     let at = now();
@@ -294,7 +300,6 @@ async fn settle(
     let receipt = matches!(report, Report::Approved { .. });
     let queued = if receipt {
         let number = sales::next_receipt_number(txn, sale.purchase.gym_id).await?;
-        let gym = entity::gym::Entity::find_by_id(sale.purchase.gym_id).one(txn).await?;
         let queued = sales::moved((backend, &mut writes), sale, PaymentStatus::Paid, Some(number), audience);
         let paid_at = sale.purchase.updated_at;
         let stamp = gym.map(|g| Stamp { paid_at, gym_name: g.name, timezone: g.timezone });
