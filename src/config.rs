@@ -63,6 +63,13 @@ pub struct Config {
     /// `GYMAPI_MAX_CONNECTIONS`, default 10,000 (or what the process's open-file limit leaves): one
     /// more is answered 503 and closed.
     pub max_connections: usize,
+    /// `GYMAPI_LONG_POLLS_PER_KEY`, default 100: how many device long polls one key may have
+    /// waiting on a server at once.
+    pub long_polls_per_key: usize,
+    /// `GYMAPI_LONG_POLLS_PER_GYM`, default 500: how many device long polls a gym (its keys, live
+    /// and test) may have waiting on a server at once; never more than a tenth of
+    /// `max_connections` ([`Config::long_polls_per_gym`]).
+    pub long_polls_per_gym: usize,
     /// `GYMAPI_METRICS_TOKEN`: when set, `GET /metrics` wants `Authorization: Bearer <token>`.
     pub metrics_token: Option<String>,
 }
@@ -97,8 +104,18 @@ impl Default for Config {
             header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(30),
             max_connections: 10_000,
+            long_polls_per_key: 100,
+            long_polls_per_gym: 500,
             metrics_token: None,
         }
+    }
+}
+
+impl Config {
+    /// The long polls a gym may have waiting on a server at once: `long_polls_per_gym`, but never
+    /// more than a tenth of the server's connections, so one gym cannot take them all.
+    pub fn long_polls_per_gym(&self) -> usize {
+        self.long_polls_per_gym.min(self.max_connections / 10).max(1)
     }
 }
 
@@ -214,6 +231,12 @@ impl Config {
         }
         if let Some(v) = var("GYMAPI_BODY_TIMEOUT_SECS") {
             c.body_timeout = Duration::from_secs(positive("GYMAPI_BODY_TIMEOUT_SECS", &v)?.into());
+        }
+        if let Some(v) = var("GYMAPI_LONG_POLLS_PER_KEY") {
+            c.long_polls_per_key = positive("GYMAPI_LONG_POLLS_PER_KEY", &v)? as usize;
+        }
+        if let Some(v) = var("GYMAPI_LONG_POLLS_PER_GYM") {
+            c.long_polls_per_gym = positive("GYMAPI_LONG_POLLS_PER_GYM", &v)? as usize;
         }
         c.metrics_token = var("GYMAPI_METRICS_TOKEN");
         let files = open_files_limit();

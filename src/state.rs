@@ -39,6 +39,8 @@ pub struct AppState {
     pub statistics: Arc<crate::counters::statistics::KeptStatistics>,
     /// Wake-ups of long polls, across servers through Redis when it is configured.
     pub wakes: Arc<Wakes>,
+    /// The device long polls waiting on this server, capped per key and per gym.
+    pub polls: Arc<crate::wake::PollSlots>,
     /// Begins when the server shuts down: waiting long polls answer then.
     pub shutdown: Shutdown,
     /// Devices' last requests, written at most every few seconds per device.
@@ -54,6 +56,7 @@ impl AppState {
     pub async fn new(db: DatabaseConnection, config: Config) -> anyhow::Result<Self> {
         let store = crate::limits::connect(&config).await?;
         let wakes = Wakes::connect(&config).await?;
+        let polls = crate::wake::PollSlots::new(config.long_polls_per_key, config.long_polls_per_gym());
         let metrics = Arc::new(crate::metrics::Metrics::new());
         Ok(Self {
             db: crate::db::Db::new(db),
@@ -68,6 +71,7 @@ impl AppState {
             search_totals: Arc::default(),
             statistics: Arc::default(),
             wakes,
+            polls,
             shutdown: Shutdown::default(),
             heartbeats: Arc::default(),
             metrics,

@@ -152,6 +152,56 @@ impl Wakes {
     }
 }
 
+/// How many long polls wait at once on this server, per key and per gym, against their caps: a
+/// poll that may wait holds a [`Slot`] for as long as it runs.
+pub struct PollSlots {
+    per_key: usize,
+    per_gym: usize,
+    /// Slots held by key and by gym; a count that falls to zero goes.
+    held: Mutex<(HashMap<uuid::Uuid, usize>, HashMap<uuid::Uuid, usize>)>,
+}
+
+/// One waiting long poll's place, given back when dropped.
+pub struct Slot {
+    slots: Arc<PollSlots>,
+    key: uuid::Uuid,
+    gym: uuid::Uuid,
+}
+
+impl PollSlots {
+    pub fn new(per_key: usize, per_gym: usize) -> Arc<Self> {
+        Arc::new(Self { per_key, per_gym, held: Mutex::default() })
+    }
+
+    /// A slot for a poll of `key`, a key of `gym`, unless the key or the gym holds its cap.
+    pub fn take(self: &Arc<Self>, key: uuid::Uuid, gym: uuid::Uuid) -> Option<Slot> {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let (keys, gyms) = &mut *held;
+        if keys.get(&key).copied().unwrap_or(0) >= self.per_key || gyms.get(&gym).copied().unwrap_or(0) >= self.per_gym
+        {
+            return None;
+        }
+        *keys.entry(key).or_default() += 1;
+        *gyms.entry(gym).or_default() += 1;
+        Some(Slot { slots: self.clone(), key, gym })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut held = self.slots.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let (keys, gyms) = &mut *held;
+        for (map, id) in [(keys, self.key), (gyms, self.gym)] {
+            if let Some(n) = map.get_mut(&id) {
+                *n -= 1;
+                if *n == 0 {
+                    map.remove(&id);
+                }
+            }
+        }
+    }
+}
+
 /// Subscribes to `channel` and wakes the topics its messages name, until the subscription drops
 /// or the [`Wakes`] it serves is gone.
 async fn listen(client: &redis::Client, channel: &str, wakes: &std::sync::Weak<Wakes>) -> redis::RedisResult<()> {
@@ -252,6 +302,24 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_are_capped_per_key_and_per_gym_and_given_back() {
+        let slots = PollSlots::new(2, 3);
+        let (gym, other) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+        let (a, b) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+        let first = [slots.take(a, gym), slots.take(a, gym)];
+        assert!(first.iter().all(Option::is_some));
+        assert!(slots.take(a, gym).is_none(), "the key's cap");
+        let third = slots.take(b, gym);
+        assert!(third.is_some());
+        assert!(slots.take(b, gym).is_none(), "the gym's cap");
+        assert!(slots.take(uuid::Uuid::now_v7(), other).is_some(), "another gym");
+        drop(first);
+        assert!(slots.take(a, gym).is_some(), "given back");
+        drop(third);
+        assert_eq!(slots.held.lock().unwrap().1.len(), 0, "nothing held, nothing kept");
+    }
 
     #[tokio::test]
     async fn a_signal_between_the_look_and_the_wait_is_not_missed() {

@@ -49,11 +49,16 @@ impl DeviceHandlers {
     }
 }
 
+/// The answer to a poll that may wait while its key or its gym holds all the waiting polls it may:
+/// the others end within 25 s.
+const POLLS_FULL: ApiError = ApiError::RateLimited { retry_after_secs: 5 };
+
 /// What one look of a device's long poll found, and when to look again without a signal.
 type Look<T> = (Vec<T>, Option<tokio::time::Instant>);
 
 impl DeviceHandlers {
-    /// A device's long poll on `topic` (`wake::long_poll_until`), woken also when the request's key
+    /// A device's long poll on `topic` (`wake::long_poll_until`). One that may wait holds one of
+    /// the key's and the gym's slots (`wake::PollSlots`), or is 429. It is woken also when the request's key
     /// is revoked or rolled (`wake::key_topic`): after every look but the first (the request's key
     /// was checked just before it), a key no longer in force ends the poll with 401. Whatever a look
     /// hands out is taken only while the key is in force (`db::KEY_IN_FORCE`).
@@ -68,8 +73,12 @@ impl DeviceHandlers {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<Look<T>, ApiError>>,
     {
-        let key = crate::wake::key_topic(ctx.tenant.key_id);
         let s = &self.state;
+        let _slot = match wait.is_zero() {
+            true => None,
+            false => Some(s.polls.take(ctx.tenant.key_id, ctx.tenant.owner_gym_id).ok_or(POLLS_FULL)?),
+        };
+        let key = crate::wake::key_topic(ctx.tenant.key_id);
         let mut first = true;
         crate::wake::long_poll_until(&s.wakes, &s.shutdown, &[topic, &key], wait, || {
             let again = !std::mem::replace(&mut first, false);

@@ -495,3 +495,51 @@ async fn the_device_document_is_served_to_device_keys_and_never_in_the_integrati
         app.raw(reqwest::Method::GET, "/api/v1/devices/openapi.yaml").bearer_auth(&gym.live_key).send().await.unwrap();
     assert_eq!(r.status(), 403);
 }
+
+/// Long polls that may wait are bounded per key and per gym on a server: one more is 429 with
+/// `Retry-After`, while another gym's polls and requests answer as usual, and a poll that ended
+/// gives its place back.
+#[tokio::test]
+async fn waiting_polls_are_capped_per_key_and_per_gym() {
+    let app = TestApp::spawn_with(|c| {
+        c.long_polls_per_key = 2;
+        c.long_polls_per_gym = 3;
+    })
+    .await;
+    let busy = app.gym("Busy").await;
+    let second_key =
+        accounts::create_key(&app.db, &Actor::Operator, busy.id, gymapi::context::Environment::Live, "two")
+            .await
+            .unwrap()
+            .key;
+    let door = register(&app, &busy.live_key, "door", "Door").await;
+    let poll = |key: &str, wait: u32| {
+        let url = format!("{}/api/v1/devices/doors/{door}/commands?wait={wait}", app.address);
+        reqwest::Client::new().get(url).bearer_auth(key).send()
+    };
+    let waiting: Vec<_> =
+        [&busy.live_key, &busy.live_key, &second_key].into_iter().map(|k| tokio::spawn(poll(k, 3))).collect();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let path = format!("/doors/{door}/commands?wait=3");
+    for (key, cap) in [(&busy.live_key, "the key's"), (&second_key, "the gym's")] {
+        let refused = app.device("GET", &path, key, None, &[]).await;
+        assert_eq!((refused.status, refused.error_type()), (429, "rate_limited"), "{cap} cap");
+        assert!(refused.header("retry-after").is_some());
+    }
+    let now = app.device("GET", &format!("/doors/{door}/commands?wait=0"), &busy.live_key, None, &[]).await;
+    assert_eq!(now.status, 200, "a poll that does not wait needs no place");
+
+    let quiet = app.gym("Quiet").await;
+    let their_door = register(&app, &quiet.live_key, "door", "Their door").await;
+    let theirs = app.device("GET", &format!("/doors/{their_door}/commands?wait=1"), &quiet.live_key, None, &[]).await;
+    assert_eq!(theirs.status, 200, "another gym's poll waits as usual");
+    assert_eq!(app.device("GET", "/devices", &quiet.live_key, None, &[]).await.status, 200);
+
+    for w in waiting {
+        assert_eq!(w.await.unwrap().unwrap().status(), 200);
+    }
+    assert_eq!(
+        app.device("GET", &format!("/doors/{door}/commands?wait=1"), &busy.live_key, None, &[]).await.status,
+        200
+    );
+}
