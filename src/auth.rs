@@ -24,6 +24,7 @@ use crate::{
         Admission, Budget, Decision, GRANT_TTL, IdempotencyAsk, IdempotencyState, KeyRefusal, REFUSAL_TTL, RatePolicy,
         Store,
     },
+    logs::Repeated,
     metrics::OutcomeLabel,
 };
 
@@ -180,7 +181,10 @@ pub async fn admit(
         Ok(Admission::Unknown) => None,
         Ok(Admission::Refused(refusal)) => return Err(refused(refusal)),
         Err(e) => {
-            tracing::warn!(error = %e, store = store.name(), "key cache and limiter unavailable; request allowed");
+            static UNAVAILABLE: Repeated = Repeated::new();
+            if let Some(times) = UNAVAILABLE.due() {
+                tracing::warn!(error = %e, store = store.name(), times, "key cache and limiter unavailable; requests allowed");
+            }
             Some((Decision::fail_open(policy), None))
         }
     };
@@ -218,7 +222,10 @@ pub async fn admit(
     let (decision, idempotency) = match store.admit_resolved(&fp, grant_ttl, (budget, policy), ask).await {
         Ok(counted) => counted,
         Err(e) => {
-            tracing::warn!(error = %e, store = store.name(), "rate limiter unavailable; request allowed");
+            static UNAVAILABLE: Repeated = Repeated::new();
+            if let Some(times) = UNAVAILABLE.due() {
+                tracing::warn!(error = %e, store = store.name(), times, "rate limiter unavailable; requests allowed");
+            }
             (Decision::fail_open(policy), None)
         }
     };

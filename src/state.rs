@@ -55,7 +55,7 @@ impl AppState {
     /// Connects the store the configuration names (Redis must answer at start-up).
     pub async fn new(db: DatabaseConnection, config: Config) -> anyhow::Result<Self> {
         let store = crate::limits::connect(&config).await?;
-        let wakes = Wakes::connect(&config).await?;
+        let wakes = Wakes::connect(&config, store.breaker()).await?;
         let polls = crate::wake::PollSlots::new(config.long_polls_per_key, config.long_polls_per_gym());
         let metrics = Arc::new(crate::metrics::Metrics::new());
         Ok(Self {

@@ -18,11 +18,25 @@ use std::{
 use futures_util::StreamExt as _;
 use tokio::sync::{Notify, futures::OwnedNotified, watch};
 
+use crate::{breaker::Breaker, logs::Repeated};
+
 /// The topics waited on in this process, and the deployment's channel when there is Redis.
 pub struct Wakes {
     topics: Mutex<HashMap<String, Arc<Notify>>>,
-    redis: Option<(redis::aio::ConnectionManager, String)>,
+    redis: Option<Publisher>,
 }
+
+/// Where signals go to the other servers: the channel, through Redis's breaker, each publish
+/// bounded by the Redis timeout.
+struct Publisher {
+    conn: redis::aio::ConnectionManager,
+    channel: String,
+    breaker: Arc<Breaker>,
+    timeout: Duration,
+}
+
+/// A wake-up that could not reach the other servers, for many signals at once while Redis is down.
+static UNPUBLISHED: Repeated = Repeated::new();
 
 /// A wait on one or more topics, started before looking (so that a signal between the look and
 /// the wait is not missed).
@@ -48,8 +62,9 @@ pub fn key_topic(key_id: uuid::Uuid) -> String {
 
 impl Wakes {
     /// The wake-ups the configuration names: across servers through Redis when `REDIS_URL` is set
-    /// (it must answer), else in this process.
-    pub async fn connect(config: &crate::config::Config) -> anyhow::Result<Arc<Self>> {
+    /// (it must answer), behind `breaker` (the limits store's, which calls the same Redis; a breaker
+    /// of its own when none is given), else in this process.
+    pub async fn connect(config: &crate::config::Config, breaker: Option<Arc<Breaker>>) -> anyhow::Result<Arc<Self>> {
         let Some(url) = &config.redis_url else { return Ok(Self::local()) };
         // A Redis Cluster carries a message published on any node to subscribers on every node:
         // its first node serves.
@@ -64,7 +79,13 @@ impl Wakes {
         )
         .await
         .map_err(|_| anyhow::anyhow!("Redis did not answer within {:?}", config.redis_timeout))??;
-        Ok(Self::shared(client, conn, &config.redis_prefix))
+        let publisher = Publisher {
+            conn,
+            channel: format!("{}wake", config.redis_prefix),
+            breaker: breaker.unwrap_or_default(),
+            timeout: config.redis_timeout,
+        };
+        Ok(Self::shared(client, publisher))
     }
 
     /// Waits and signals within this process only (the embedded default, one server).
@@ -72,11 +93,11 @@ impl Wakes {
         Arc::new(Self { topics: Mutex::new(HashMap::new()), redis: None })
     }
 
-    /// Waits and signals across the servers that share this Redis: publishes through `conn`, and
-    /// subscribes from a task of its own (reconnecting when the subscription drops).
-    pub fn shared(client: redis::Client, conn: redis::aio::ConnectionManager, prefix: &str) -> Arc<Self> {
-        let channel = format!("{prefix}wake");
-        let wakes = Arc::new(Self { topics: Mutex::new(HashMap::new()), redis: Some((conn, channel.clone())) });
+    /// Waits and signals across the servers that share this Redis: publishes through `publisher`,
+    /// and subscribes from a task of its own (reconnecting when the subscription drops).
+    fn shared(client: redis::Client, publisher: Publisher) -> Arc<Self> {
+        let channel = publisher.channel.clone();
+        let wakes = Arc::new(Self { topics: Mutex::new(HashMap::new()), redis: Some(publisher) });
         let weak = Arc::downgrade(&wakes);
         tokio::spawn(async move {
             loop {
@@ -120,19 +141,23 @@ impl Wakes {
         Waiting { notified }
     }
 
-    /// Wakes every wait on `topic`, here and on the other servers.
+    /// Wakes every wait on `topic`, here and on the other servers. While Redis's breaker is open
+    /// the other servers are not told (their waiters look again when their wait runs out, or when
+    /// their subscription is back), and the writer does not wait for Redis.
     pub async fn signal(&self, topic: &str) {
         self.wake_local(topic);
-        if let Some((conn, channel)) = &self.redis {
-            let mut conn = conn.clone();
-            let sent = tokio::time::timeout(
-                Duration::from_secs(1),
-                redis::cmd("PUBLISH").arg(channel).arg(topic).query_async::<i64>(&mut conn),
-            )
-            .await;
-            if !matches!(sent, Ok(Ok(_))) {
-                tracing::warn!(topic, "a wake-up could not be published; waiters on other servers look again later");
-            }
+        let Some(p) = &self.redis else { return };
+        let Some(pass) = p.breaker.pass() else {
+            tracing::debug!(topic, "a wake-up skipped Redis: its breaker is open");
+            return;
+        };
+        let mut conn = p.conn.clone();
+        let mut publish = redis::cmd("PUBLISH");
+        publish.arg(&p.channel).arg(topic);
+        let sent = matches!(tokio::time::timeout(p.timeout, publish.query_async::<i64>(&mut conn)).await, Ok(Ok(_)));
+        p.breaker.record(pass, sent);
+        if !sent && let Some(times) = UNPUBLISHED.due() {
+            tracing::warn!(topic, times, "wake-ups could not be published; waiters on other servers look again later");
         }
     }
 

@@ -147,7 +147,7 @@ async fn end_device_polls(config: &Config, key_id: Uuid) {
     if config.redis_url.is_none() {
         return;
     }
-    match crate::wake::Wakes::connect(config).await {
+    match crate::wake::Wakes::connect(config, None).await {
         Ok(wakes) => wakes.signal(&crate::wake::key_topic(key_id)).await,
         Err(e) => eprintln!("warning: the key's waiting device polls end when their wait runs out ({e})"),
     }

@@ -1,7 +1,6 @@
 //! Rate limits (and, later, idempotent replays) kept in a `Store`: Redis in production, shared by
 //! every instance; in process in the embedded default.
 
-mod breaker;
 mod memory;
 pub mod records;
 mod redis_store;
@@ -301,6 +300,12 @@ pub trait Store: Send + Sync + 'static {
     /// opened (for `/metrics`). A store in process is always up.
     fn health(&self) -> (bool, u64) {
         (true, 0)
+    }
+
+    /// The breaker in front of the store's server, for others who call the same server (the
+    /// long polls' wake-ups through Redis); none for a store in process.
+    fn breaker(&self) -> Option<std::sync::Arc<crate::breaker::Breaker>> {
+        None
     }
 
     fn name(&self) -> &'static str;

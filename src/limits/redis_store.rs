@@ -136,7 +136,7 @@ pub struct RedisStore {
     script: Script,
     refuse: Script,
     attempts: Script,
-    breaker: super::breaker::Breaker,
+    breaker: std::sync::Arc<crate::breaker::Breaker>,
     admit: Script,
     begin: Script,
     prefix: String,
@@ -414,6 +414,10 @@ impl Store for RedisStore {
 
     fn health(&self) -> (bool, u64) {
         self.breaker.health()
+    }
+
+    fn breaker(&self) -> Option<std::sync::Arc<crate::breaker::Breaker>> {
+        Some(self.breaker.clone())
     }
 
     fn name(&self) -> &'static str {

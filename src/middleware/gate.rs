@@ -15,6 +15,7 @@ use crate::{
     contract::{Family, MAX_BODY_BYTES, Operation, RouteMatch, Rules},
     errors::{ApiError, NO_API_ACCESS_MESSAGE, NO_DEVICE_ACCESS_MESSAGE, to_json_error},
     limits::{Budget, Decision, IdempotencyAsk, IdempotencyState, RatePolicy, records::RecordKey},
+    logs::Repeated,
     state::AppState,
 };
 
@@ -66,7 +67,10 @@ async fn guarded<E: Endpoint>(
     // Refused before its handler: a key the store began for this request is free again.
     if let Some((k, Some(IdempotencyState::Started))) = begun {
         if let Err(e) = state.store.idempotency_abort(&k.scope).await {
-            tracing::warn!(error = %e, "could not free an idempotency key after a refusal");
+            static UNFREED: Repeated = Repeated::new();
+            if let Some(times) = UNFREED.due() {
+                tracing::warn!(error = %e, times, "could not free idempotency keys after a refusal");
+            }
         }
     }
     rate_limit_headers(response.headers_mut(), &decision, budget.1);

@@ -18,6 +18,7 @@ use crate::{
         IdempotencyState, StoredResponse,
         records::{self, Kept, RecordKey},
     },
+    logs::Repeated,
     records::now,
     state::AppState,
 };
@@ -66,7 +67,14 @@ pub(super) async fn idempotent<E: Endpoint>(
     // store and begun the key for this very request, so asking again could find the key running
     // and refuse the request for itself. The database alone keeps this key.
     let Some(begun) = begun else {
-        tracing::warn!(store = state.store.name(), "idempotency store unavailable; the database alone keeps this key");
+        static UNAVAILABLE: Repeated = Repeated::new();
+        if let Some(times) = UNAVAILABLE.due() {
+            tracing::warn!(
+                store = state.store.name(),
+                times,
+                "idempotency store unavailable; the database alone keeps these keys"
+            );
+        }
         return run(next, req, Settle { state, keyed, locked: false }).await;
     };
     match begun {
@@ -205,7 +213,10 @@ impl Settle<'_> {
         let ttl = (expires_at - now()).to_std().unwrap_or_default().max(std::time::Duration::from_millis(1));
         let result = self.state.store.idempotency_complete(&self.keyed.scope, fingerprint, stored, ttl).await;
         if let Err(e) = result {
-            tracing::warn!(error = %e, "could not keep a keyed write's response in the store; the database has it");
+            static UNKEPT: Repeated = Repeated::new();
+            if let Some(times) = UNKEPT.due() {
+                tracing::warn!(error = %e, times, "could not keep keyed writes' responses in the store; the database has them");
+            }
         }
     }
 
@@ -215,7 +226,10 @@ impl Settle<'_> {
             return;
         }
         if let Err(e) = self.state.store.idempotency_abort(&self.keyed.scope).await {
-            tracing::warn!(error = %e, "could not free an idempotency key after a refusal or a server error");
+            static UNFREED: Repeated = Repeated::new();
+            if let Some(times) = UNFREED.due() {
+                tracing::warn!(error = %e, times, "could not free idempotency keys after a refusal or a server error");
+            }
         }
     }
 }

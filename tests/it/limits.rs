@@ -653,3 +653,25 @@ async fn a_redis_cluster_keeps_limits_keys_and_replays() {
     }
     drop(app);
 }
+
+/// While Redis hangs, the counter keeps selling without waiting for it: once the breaker is open,
+/// an order's wake-up skips Redis like every other call, and what every request meets (the
+/// limiter failing open) is logged once an interval with a count, not once a request.
+#[tokio::test]
+async fn a_hung_redis_is_skipped_by_wake_ups_and_logged_once_an_interval() {
+    let Some((proxy, app, _)) = behind_a_proxy("Counter outage").await else { return };
+    let c = crate::counter::counter(&app, "Counter outage").await;
+    let lines = |what: &str| crate::common::captured_logs().lines().filter(|l| l.contains(what)).count();
+    let (skipped, unavailable) = ("a wake-up skipped Redis", "unavailable; requests allowed");
+    let before = (lines(skipped), lines(unavailable));
+    proxy.mode.store(BLACKHOLE, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for _ in 0..20 {
+        let r = c.order(&app, json!([{"product_id": c.products["bar"], "quantity": 1}])).await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    assert!(lines(skipped) - before.0 >= 15, "the orders' wake-ups went to a Redis whose breaker was open");
+    assert!(lines(unavailable) - before.1 <= 2, "the limiter's failure was logged once a request");
+    assert_eq!(c.take_payment(&app, &c.terminal).await.as_array().unwrap().len(), 1, "the payments wait all the same");
+    proxy.mode.store(FORWARD, Ordering::SeqCst);
+}

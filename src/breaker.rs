@@ -3,7 +3,8 @@
 //! own timeout; then one call probes (half-open) while the others keep failing fast, and its
 //! answer closes the breaker or opens it again for twice as long (at most `MAX_COOLDOWN`).
 //! Callers treat a failing store as they always have: the limiter fails open, keyed writes are
-//! kept by the database alone.
+//! kept by the database alone. One breaker stands in front of one Redis: the limits store owns it
+//! and lends it to the long polls' wake-ups (`wake::Wakes`), which call the same server.
 
 use std::{
     sync::{
