@@ -254,7 +254,7 @@ async fn refund_due(
 pub fn refund_message(charge: &payment_job::Model) -> String {
     format!(
         "This terminal no longer held the payment (another terminal took it, or the order was cancelled or paid). \
-         The card charge of {} {} is recorded as payment {} to give back: refund it to the card.",
+         The card charge ({} in minor units of {}) is recorded as payment {} to give back: refund it to the card.",
         charge.amount, charge.currency, charge.id
     )
 }
