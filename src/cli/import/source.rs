@@ -15,8 +15,24 @@ use serde_json::Value;
 use super::ClientError;
 
 /// The column a rejects file adds with a row's reasons; a file that has it (a rejects file being
-/// imported again) has it left out.
+/// imported again) has it left out, and its cells are read back as [`neutralised`] wrote them.
 pub(super) const REASONS_COLUMN: &str = "import_errors";
+
+/// A cell of a rejects file, safe to open in a spreadsheet program (OWASP's advice against CSV
+/// injection): one that begins with `=`, `+`, `-`, `@`, a tab or a carriage return (a formula to
+/// such a program), or with the `'` this adds, gets a `'` before it, which [`restored`] takes off
+/// again when the rejects file is imported.
+pub(super) fn neutralised(cell: &str) -> std::borrow::Cow<'_, str> {
+    match cell.chars().next() {
+        Some('=' | '+' | '-' | '@' | '\t' | '\r' | '\'') => format!("'{cell}").into(),
+        _ => cell.into(),
+    }
+}
+
+/// A rejects file's cell as the original file had it (see [`neutralised`]).
+fn restored(cell: &str) -> &str {
+    cell.strip_prefix('\'').unwrap_or(cell)
+}
 
 /// How a file is read, as given or as found.
 #[derive(Clone, Debug, Default)]
@@ -446,9 +462,11 @@ fn headers_of(header: &csv::StringRecord) -> (Vec<String>, Option<usize>) {
 }
 
 /// A row without the cell at `skip`.
+/// A record of a file as the import reads it: for a rejects file (`skip`, where its reasons column
+/// is), without that column and with its cells [`restored`].
 fn without(record: csv::StringRecord, skip: Option<usize>) -> csv::StringRecord {
     match skip {
-        Some(i) => record.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, c)| c).collect(),
+        Some(i) => record.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, c)| restored(c)).collect(),
         None => record,
     }
 }
@@ -528,5 +546,19 @@ mod tests {
         assert_eq!(newlines.before(6), 1);
         assert_eq!(newlines.before(11), 2, "a record reported at the LF of a CRLF");
         assert_eq!(newlines.before(30), 3);
+    }
+}
+
+#[cfg(test)]
+mod rejects_cells {
+    use super::*;
+
+    #[test]
+    fn a_neutralised_cell_is_restored_as_it_was() {
+        for cell in ["=1+2", "+49 170", "-5", "@SUM(A1)", "\tx", "\rx", "'quoted", "''", "plain", "", "a=b"] {
+            let written = neutralised(cell);
+            assert!(!written.starts_with(['=', '+', '-', '@', '\t', '\r']), "{written:?}");
+            assert_eq!(restored(&written), cell);
+        }
     }
 }
