@@ -100,7 +100,10 @@ impl Dispatcher {
         wake: Arc<Notify>,
         metrics: Arc<Metrics>,
     ) -> anyhow::Result<Self> {
+        // No proxy from the environment (`HTTPS_PROXY`, `ALL_PROXY`, ...): a proxy would resolve the
+        // endpoint's name itself, past the check of its address below.
         let mut builder = reqwest::Client::builder()
+            .no_proxy()
             .user_agent(concat!("gymapi-webhooks/", env!("CARGO_PKG_VERSION")))
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(5))

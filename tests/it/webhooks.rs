@@ -417,6 +417,54 @@ async fn private_addresses_are_refused_at_send_time() {
     assert!(error.contains("not public"), "{error}");
 }
 
+/// A dispatcher whose environment names an egress proxy (as a server behind a corporate proxy has)
+/// still checks every address itself: a name that resolves to a private address is refused, and
+/// the proxy never hears of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn proxy_variables_do_not_carry_a_webhook_past_the_address_guard() {
+    let app = TestApp::spawn_with(|c| {
+        c.webhook_dispatch = false;
+        c.webhook_retry_schedule = vec![Duration::from_secs(1)];
+        c.rate_limit_per_minute = 10_000;
+    })
+    .await;
+    let gym = app.gym("Proxied").await;
+    webhooks::create_endpoint(&app.db, &Actor::Operator, gym.id, false, "https://localhost:9/hook", &[], false)
+        .await
+        .unwrap();
+    let proxy = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy_url = format!("http://{}", proxy.local_addr().unwrap());
+    let heard = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = heard.clone();
+    tokio::spawn(async move {
+        while let Ok((connection, _)) = proxy.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(connection);
+        }
+    });
+    let mut w = std::process::Command::new(env!("CARGO_BIN_EXE_gymapi"))
+        .arg("worker")
+        .env("DATABASE_URL", &app.database_url)
+        .env_remove("GYMAPI_WEBHOOK_ALLOW_PRIVATE")
+        .env_remove("REDIS_URL")
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy")
+        .env("GYMAPI_WEBHOOK_RETRY_SCHEDULE", "1")
+        .envs([("HTTPS_PROXY", &proxy_url), ("HTTP_PROXY", &proxy_url), ("ALL_PROXY", &proxy_url)])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    app.member(&gym.live_key, "Behind", "Proxy").await;
+    let list = deliveries(&app, &gym.live_key, "").await;
+    let d = delivery_in(&app, &gym.live_key, list[0]["id"].as_str().unwrap(), "failed").await;
+    w.kill().unwrap();
+    w.wait().unwrap();
+    let error = d["attempts"][0]["error"].as_str().unwrap();
+    assert!(error.contains("not public"), "{error}");
+    assert_eq!(heard.load(std::sync::atomic::Ordering::SeqCst), 0, "the proxy was asked to connect");
+}
+
 fn worker(app: &TestApp) -> std::process::Child {
     std::process::Command::new(env!("CARGO_BIN_EXE_gymapi"))
         .arg("worker")
