@@ -204,19 +204,23 @@ impl Store for MemoryStore {
             Some((n, last)) if now.duration_since(*last) < policy.window => (*n, *last),
             _ => (0, now),
         };
-        let (n, last) = match attempt {
-            Attempt::Fail => {
-                if failures.len() >= MAX_REFUSALS {
-                    failures.retain(|_, (_, last)| now.duration_since(*last) < policy.window);
-                }
-                if failures.len() < MAX_REFUSALS || failures.contains_key(bucket) {
-                    failures.insert(bucket.to_string(), (n + 1, now));
-                }
-                (n + 1, now)
+        if attempt == Attempt::Undo {
+            if let Some((counted, _)) = failures.get_mut(bucket) {
+                *counted = counted.saturating_sub(1);
             }
-            _ => (n, last),
-        };
-        Ok((last + policy.delay(n)).saturating_duration_since(now))
+            return Ok(Duration::ZERO);
+        }
+        let wait = (last + policy.delay(n)).saturating_duration_since(now);
+        if !wait.is_zero() {
+            return Ok(wait);
+        }
+        if failures.len() >= MAX_REFUSALS {
+            failures.retain(|_, (_, last)| now.duration_since(*last) < policy.window);
+        }
+        if failures.len() < MAX_REFUSALS || failures.contains_key(bucket) {
+            failures.insert(bucket.to_string(), (n + 1, now));
+        }
+        Ok(Duration::ZERO)
     }
 
     async fn remember_refusal(&self, fingerprint: &str, refusal: KeyRefusal, ttl: Duration) -> Result<(), StoreError> {

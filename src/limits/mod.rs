@@ -191,10 +191,12 @@ pub const REFUSAL_TTL: Duration = Duration::from_secs(30);
 /// What to do with a bucket of failed attempts (`Store::attempts`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Attempt {
-    /// Only read the wait due before another attempt.
-    Check,
-    /// Count a failure; answers the wait due before the next attempt.
-    Fail,
+    /// One attempt, counted as a failure before its outcome is known, in one step of the store: so
+    /// any number of attempts at once are let through only as far as the free ones go. Answers the
+    /// wait due; an attempt refused so (a wait above zero) is not counted.
+    Begin,
+    /// Takes back one counted attempt (it succeeded).
+    Undo,
     /// Forget the failures (a success).
     Clear,
 }
@@ -202,8 +204,8 @@ pub enum Attempt {
 impl Attempt {
     fn as_str(self) -> &'static str {
         match self {
-            Self::Check => "check",
-            Self::Fail => "fail",
+            Self::Begin => "begin",
+            Self::Undo => "undo",
             Self::Clear => "clear",
         }
     }

@@ -106,26 +106,28 @@ return 1
 "#;
 
 /// KEYS[1] a bucket of failed attempts (a hash: `n` failures, the `last` in ms of Redis's clock);
-/// ARGV[1] `check`, `fail` or `clear`, ARGV[2..5] the backoff's free failures, base and longest wait
-/// and window in ms. Returns the wait due in ms (see `Backoff`).
+/// ARGV[1] `begin`, `undo` or `clear`, ARGV[2..5] the backoff's free failures, base and longest
+/// wait and window in ms. Returns the wait due in ms (see `Backoff`); `begin` counts the attempt
+/// only when none is due.
 const ATTEMPTS: &str = r#"
 local key = KEYS[1]
 if ARGV[1] == 'clear' then redis.call('DEL', key) return 0 end
+local n = tonumber(redis.call('HGET', key, 'n') or '0')
+if ARGV[1] == 'undo' then
+  if n > 0 then redis.call('HSET', key, 'n', n - 1) end
+  return 0
+end
 local free, base, max, window = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local n = tonumber(redis.call('HGET', key, 'n') or '0')
 local last = tonumber(redis.call('HGET', key, 'last') or '0')
-if ARGV[1] == 'fail' then
-  n, last = n + 1, now
-  redis.call('HSET', key, 'n', n, 'last', now)
-  redis.call('PEXPIRE', key, window)
+if n >= free then
+  local wait = last + math.min(base * 2 ^ math.min(n - free, 30), max) - now
+  if wait > 0 then return math.floor(wait) end
 end
-if n < free then return 0 end
-local delay = math.min(base * 2 ^ math.min(n - free, 30), max)
-local wait = last + delay - now
-if wait < 0 then return 0 end
-return math.floor(wait)
+redis.call('HSET', key, 'n', n + 1, 'last', now)
+redis.call('PEXPIRE', key, window)
+return 0
 "#;
 
 /// How long after a key's grant is forgotten a refusal may be remembered in its place.

@@ -225,7 +225,7 @@ async fn sign_in(req: &Request, state: Data<&AppState>, Form(f): Form<SignInForm
     let email = f.email.trim().to_lowercase();
     let address = req.remote_addr().as_socket_addr().map(|a| a.ip().to_string()).unwrap_or_default();
     let buckets = sign_in_buckets(&email, &address);
-    let wait = sign_in_attempts(&state, &buckets, Attempt::Check).await;
+    let wait = sign_in_begins(&state, &buckets).await;
     if !wait.is_zero() {
         let wait = match u64::try_from(wait.as_millis().div_ceil(1000)).unwrap_or(u64::MAX) {
             s if s < 60 => format!("{s} s"),
@@ -239,7 +239,7 @@ async fn sign_in(req: &Request, state: Data<&AppState>, Form(f): Form<SignInForm
     let user = match accounts::verify_user(&state.db, &email, &f.password).await {
         Ok(Some(u)) => u,
         Ok(None) => {
-            sign_in_attempts(&state, &buckets, Attempt::Fail).await;
+            // Counted already, when it began.
             return html(
                 StatusCode::UNAUTHORIZED,
                 pages::sign_in(&f.csrf, Some("The email or the password is wrong.")),
@@ -248,6 +248,7 @@ async fn sign_in(req: &Request, state: Data<&AppState>, Form(f): Form<SignInForm
         Err(e) => return refused(e),
     };
     sign_in_attempts(&state, &buckets[..1], Attempt::Clear).await;
+    sign_in_attempts(&state, &buckets[1..], Attempt::Undo).await;
     let (token, _) = match session::start(&state.db, &user).await {
         Ok(s) => s,
         Err(e) => return internal(e),
@@ -284,6 +285,20 @@ const SIGN_IN_ADDRESS: Backoff = Backoff {
 
 fn sign_in_buckets(email: &str, address: &str) -> [(String, Backoff); 2] {
     [(format!("signin:{address}:{email}"), SIGN_IN_PAIR), (format!("signin:{address}"), SIGN_IN_ADDRESS)]
+}
+
+/// Begins a sign-in on every bucket, each counted as a failure until it succeeds (`Attempt::Begin`,
+/// one step of the store: sign-ins sent at once cannot all pass a check made before any is
+/// counted). The wait due when a bucket refuses it; the buckets that counted it take it back.
+async fn sign_in_begins(state: &AppState, buckets: &[(String, Backoff)]) -> Duration {
+    for i in 0..buckets.len() {
+        let wait = sign_in_attempts(state, &buckets[i..=i], Attempt::Begin).await;
+        if !wait.is_zero() {
+            sign_in_attempts(state, &buckets[..i], Attempt::Undo).await;
+            return wait;
+        }
+    }
+    Duration::ZERO
 }
 
 /// Does `attempt` on each bucket; the longest wait due. A store that does not answer slows no one
