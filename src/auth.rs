@@ -98,8 +98,6 @@ struct KeyRow {
     timezone: String,
     sandbox_id: Option<Uuid>,
     sandbox_timezone: Option<String>,
-    first_facility_id: Option<Uuid>,
-    sandbox_first_facility_id: Option<Uuid>,
 }
 
 /// Whether a subscription in this state blocks requests (402): unpaid, or past due beyond the end of
@@ -380,10 +378,7 @@ async fn resolve(
         "SELECT k.id AS key_id, k.gym_id, k.environment, k.expires_at, k.revoked_at, \
          g.parent_gym_id AS gym_parent_id, g.api_access, g.device_access, g.subscription_status, g.grace_ends_at, \
          g.timezone, \
-         s.id AS sandbox_id, s.timezone AS sandbox_timezone, \
-         (SELECT f.id FROM facilities f WHERE f.gym_id = g.id ORDER BY f.created_at, f.id LIMIT 1) AS first_facility_id, \
-         (SELECT f.id FROM facilities f WHERE f.gym_id = s.id ORDER BY f.created_at, f.id LIMIT 1) \
-         AS sandbox_first_facility_id \
+         s.id AS sandbox_id, s.timezone AS sandbox_timezone \
          FROM api_keys k JOIN gyms g ON g.id = k.gym_id LEFT JOIN gyms s ON s.parent_gym_id = g.id \
          WHERE k.fingerprint = ?",
     );
@@ -398,16 +393,19 @@ async fn resolve(
     if stored_env != env || retired || revoked || row.gym_parent_id.is_some() {
         return Err(ApiError::Unauthorized);
     }
-    let (gym_id, timezone, first_facility_id) = match env {
-        Environment::Live => (row.gym_id, row.timezone, row.first_facility_id),
+    let (gym_id, timezone) = match env {
+        Environment::Live => (row.gym_id, row.timezone),
         Environment::Test => match row.sandbox_id {
-            Some(id) => (id, row.sandbox_timezone.unwrap_or(row.timezone), row.sandbox_first_facility_id),
+            Some(id) => (id, row.sandbox_timezone.unwrap_or(row.timezone)),
             None => return Err(ApiError::Unauthorized),
         },
     };
     if subscription_blocks(row.subscription_status, row.grace_ends_at, now) {
         return Err(ApiError::PaymentRequired);
     }
+    // A statement of its own, naming the gym: the key and its gyms are reference tables, the
+    // facilities a tenant table, which a distributed database keeps on the gym's node.
+    let first_facility_id = first_facility(db, gym_id).await?;
     // The answer holds until the key retires or a grace period ends, whichever is first.
     let grace_end = if row.subscription_status == SubscriptionStatus::Active { None } else { row.grace_ends_at };
     let valid_until = [row.expires_at, grace_end].into_iter().flatten().min();
@@ -424,6 +422,21 @@ async fn resolve(
         valid_until,
         retiring: row.expires_at.is_some(),
     })
+}
+
+/// The facility a new member or sale goes to when none is given: the gym's oldest.
+async fn first_facility(db: &DatabaseConnection, gym_id: Uuid) -> Result<Option<Uuid>, sea_orm::DbErr> {
+    use entity::facility::{Column, Entity};
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+    Entity::find()
+        .select_only()
+        .column(Column::Id)
+        .filter(Column::GymId.eq(gym_id))
+        .order_by_asc(Column::CreatedAt)
+        .order_by_asc(Column::Id)
+        .into_tuple()
+        .one(db)
+        .await
 }
 
 /// Records that a key was used, at most once a minute per key: an in-process gate first, then a

@@ -1,5 +1,6 @@
 //! Database connection and migrations (SQLite or PostgreSQL, chosen by URL).
 
+mod across;
 mod batch;
 mod file_writer;
 mod group;
@@ -9,9 +10,10 @@ mod writers;
 
 use std::{sync::Arc, time::Duration};
 
+pub use across::{across_gyms, query_across_gyms};
 use anyhow::Context as _;
 pub use batch::{Tally, Writes};
-use migration::{Migrator, MigratorTrait, tenancy};
+use migration::{Migrator, MigratorTrait, citus, tenancy};
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, DbErr, ExecResult, QueryResult, Statement,
 };
@@ -104,10 +106,42 @@ async fn connect_with(url: &str, plans: Plans) -> anyhow::Result<DatabaseConnect
         // pay on every request.
         options.map_sqlx_postgres_opts(|o| o.options([("plan_cache_mode", "force_generic_plan")]));
     }
-    let db = Database::connect(options)
-        .await
-        .with_context(|| format!("cannot connect to the database ({})", redact(url)))?;
+    let db = match Database::connect(options.clone()).await {
+        Err(e) if refused_certificate(&e) && tls_preferred(url) => {
+            // libpq's default `sslmode=prefer` connects without TLS when the handshake fails
+            // (a Citus node's own certificate is X.509 v1, which rustls cannot read); so does
+            // gymapi when the URL does not name an `sslmode`. A URL that does is kept to it.
+            tracing::warn!(
+                error = %e,
+                "the database server's TLS certificate was refused; connecting without TLS as sslmode=prefer does \
+                 (set sslmode=disable to say so, or give the server a certificate rustls accepts and set sslmode=verify-full)"
+            );
+            options.map_sqlx_postgres_opts(|o| o.ssl_mode(sea_orm::sqlx::postgres::PgSslMode::Disable));
+            Database::connect(options).await
+        }
+        other => other,
+    }
+    .with_context(|| format!("cannot connect to the database ({})", redact(url)))?;
     Ok(db)
+}
+
+/// Whether connecting failed in the TLS handshake (the server's certificate refused, say).
+fn refused_certificate(e: &DbErr) -> bool {
+    let DbErr::Conn(sea_orm::RuntimeErr::SqlxError(e)) = e else {
+        return false;
+    };
+    match e {
+        sea_orm::sqlx::Error::Tls(_) => true,
+        sea_orm::sqlx::Error::Io(io) => io.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()),
+        _ => false,
+    }
+}
+
+/// Whether `url` is a PostgreSQL URL that leaves `sslmode` to its default (`prefer`).
+fn tls_preferred(url: &str) -> bool {
+    url::Url::parse(url).is_ok_and(|u| {
+        matches!(u.scheme(), "postgres" | "postgresql") && u.query_pairs().all(|(k, v)| k != "sslmode" || v == "prefer")
+    })
 }
 
 /// The database as the API's handlers use it: sea-orm's pool for transactions and writes, and a
@@ -220,14 +254,31 @@ impl ConnectionTrait for Db {
     }
 }
 
-/// Applies pending migrations. On a PostgreSQL whose tenant tables are partitioned by gym, the
-/// tenant tables the migrations just created are partitioned the same way.
+/// Applies pending migrations. On a PostgreSQL whose tenant tables are partitioned by gym, or
+/// distributed by gym over a Citus cluster, the tables the migrations just created are
+/// partitioned or placed the same way.
 pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
     Migrator::up(db, None).await.context("migrations failed")?;
     if let Some(n) = tenancy::partitions(db).await? {
         tenancy::partition_by_gym(db, n).await.context("partitioning the new tenant tables failed")?;
     }
+    if citus::is_distributed(db).await? {
+        citus::distribute(db).await.context("placing the new tables on the Citus cluster failed")?;
+    }
     Ok(())
+}
+
+/// Makes the reference tables reference tables and distributes every tenant table by `gym_id`,
+/// colocated, on a Citus coordinator (see docs/scaling.md). Rows, keys and foreign keys are kept;
+/// tables already placed are left as they are. `None` when the database has no Citus extension.
+pub async fn distribute(db: &DatabaseConnection) -> anyhow::Result<Option<citus::Distributed>> {
+    if !citus::has_citus(db).await? {
+        return Ok(None);
+    }
+    if tenancy::partitions(db).await?.is_some() {
+        anyhow::bail!("the tenant tables are hash-partitioned; Citus distributes plain tables");
+    }
+    Ok(Some(citus::distribute(db).await.context("distributing the tables failed")?))
 }
 
 /// Hash-partitions every tenant table by `gym_id` in `partitions` partitions (PostgreSQL; see

@@ -29,7 +29,7 @@ impl Usage {
     }
 
     /// Adds the counts so far to the database.
-    pub async fn flush(&self, db: &impl ConnectionTrait) -> Result<(), DbErr> {
+    pub async fn flush(&self, db: &DatabaseConnection) -> Result<(), DbErr> {
         let batch: Vec<((Uuid, Uuid, NaiveDate), i64)> = match self.pending.lock() {
             Ok(mut p) => p.drain().collect(),
             Err(_) => return Ok(()),
@@ -38,7 +38,7 @@ impl Usage {
             return Ok(());
         }
         let rows = batch.iter().map(|((gym, key, day), n)| (vec![(*gym).into(), (*key).into(), (*day).into()], *n));
-        if let Err(e) = add_up(db, "api_key_daily_requests", &["gym_id", "key_id", "day"], "requests", rows).await {
+        if let Err(e) = add_up_across_gyms(db, rows).await {
             // Keep the counts for the next flush.
             if let Ok(mut p) = self.pending.lock() {
                 for (k, n) in batch {
@@ -61,6 +61,18 @@ impl Usage {
             }
         });
     }
+}
+
+/// Adds `rows` to the keys' daily counts: one statement for every gym that was used, in a
+/// transaction of its own marked as writing many gyms (`db::across_gyms`).
+async fn add_up_across_gyms(
+    db: &DatabaseConnection,
+    rows: impl IntoIterator<Item = (Vec<sea_orm::Value>, i64)>,
+) -> Result<(), DbErr> {
+    let txn = crate::db::begin_writing(db).await?;
+    crate::db::across_gyms(&txn).await?;
+    add_up(&txn, "api_key_daily_requests", &["gym_id", "key_id", "day"], "requests", rows).await?;
+    txn.commit().await
 }
 
 /// Requests per day of each key of a gym over the last `days` days (UTC), oldest first, every day

@@ -95,3 +95,30 @@ pub(crate) fn big_null(name: &str) -> ColumnDef {
 pub(crate) fn int(name: &str) -> ColumnDef {
     ColumnDef::new(a(name)).integer().not_null().to_owned()
 }
+
+/// Creates tenant table `name` (`table`, without foreign keys) with `foreign_keys`. On a database
+/// distributed over a Citus cluster a new table cannot refer to a distributed one: it is made
+/// without its keys, distributed by gym beside the other tenant tables, then given them. Every
+/// migration that makes a tenant table makes it through here.
+pub(crate) async fn create_tenant_table(
+    manager: &SchemaManager<'_>,
+    name: &str,
+    mut table: TableCreateStatement,
+    foreign_keys: Vec<ForeignKeyCreateStatement>,
+) -> Result<(), DbErr> {
+    if !crate::citus::is_distributed(manager.get_connection()).await? {
+        for mut fk in foreign_keys {
+            table.foreign_key(&mut fk);
+        }
+        return manager.create_table(table).await;
+    }
+    // A migration runs in one transaction, in which Citus lets a new foreign key follow the
+    // distribution of a table only when its shards were made one connection at a time.
+    manager.get_connection().execute_unprepared("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'").await?;
+    manager.create_table(table).await?;
+    crate::citus::distribute_table(manager.get_connection(), name).await?;
+    for fk in foreign_keys {
+        manager.create_foreign_key(fk).await?;
+    }
+    Ok(())
+}

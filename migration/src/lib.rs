@@ -5,6 +5,7 @@ pub use sea_orm_migration::prelude::*;
 
 mod columns;
 
+pub mod citus;
 mod m20261122_000001_initial;
 mod m20261122_000002_counters_and_search;
 mod m20261122_000003_webhook_dispatch;

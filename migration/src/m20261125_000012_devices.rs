@@ -23,13 +23,8 @@ impl MigrationTrait for Migration {
             ts("created_at"),
             ts("updated_at"),
         ];
-        manager
-            .create_table(table(
-                "devices",
-                devices,
-                vec![gym_fk("devices"), tenant_fk("devices", "facility_id", "facilities", false)],
-            ))
-            .await?;
+        let keys = vec![gym_fk("devices"), tenant_fk("devices", "facility_id", "facilities", false)];
+        create_tenant_table(manager, "devices", table("devices", devices, vec![]), keys).await?;
         manager.create_index(index("devices", "gym_created", &["gym_id", "created_at", "id"], false)).await?;
         let rings = vec![
             uuid("gym_id"),
@@ -45,7 +40,8 @@ impl MigrationTrait for Migration {
             ts("created_at"),
             ts("updated_at"),
         ];
-        manager.create_table(table("rings", rings, vec![tenant_fk("rings", "device_id", "devices", true)])).await?;
+        let keys = vec![tenant_fk("rings", "device_id", "devices", true)];
+        create_tenant_table(manager, "rings", table("rings", rings, vec![]), keys).await?;
         manager.create_index(index("rings", "gym_state_created", &["gym_id", "state", "created_at"], false)).await?;
         let commands = vec![
             uuid("gym_id"),
@@ -61,13 +57,8 @@ impl MigrationTrait for Migration {
             ts("created_at"),
             ts("updated_at"),
         ];
-        manager
-            .create_table(table(
-                "door_commands",
-                commands,
-                vec![tenant_fk("door_commands", "device_id", "devices", true)],
-            ))
-            .await?;
+        let keys = vec![tenant_fk("door_commands", "device_id", "devices", true)];
+        create_tenant_table(manager, "door_commands", table("door_commands", commands, vec![]), keys).await?;
         manager
             .create_index(index(
                 "door_commands",

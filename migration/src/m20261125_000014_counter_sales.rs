@@ -29,9 +29,9 @@ impl MigrationTrait for Migration {
             .col(int("quantity"))
             .col(big("unit_amount"))
             .col(big("line_amount"))
-            .primary_key(Index::create().col(a("gym_id")).col(a("purchase_id")).col(a("position")))
-            .foreign_key(&mut tenant_fk("purchase_lines", "purchase_id", "purchases", true));
-        manager.create_table(lines.to_owned()).await?;
+            .primary_key(Index::create().col(a("gym_id")).col(a("purchase_id")).col(a("position")));
+        let keys = vec![tenant_fk("purchase_lines", "purchase_id", "purchases", true)];
+        create_tenant_table(manager, "purchase_lines", lines.to_owned(), keys).await?;
         let mut sequences = Table::create();
         sequences
             .table(a("gym_sequences"))
@@ -60,7 +60,7 @@ impl MigrationTrait for Migration {
             ts("updated_at"),
         ];
         let fk = tenant_fk("payment_jobs", "purchase_id", "purchases", true);
-        manager.create_table(table("payment_jobs", payments, vec![fk])).await?;
+        create_tenant_table(manager, "payment_jobs", table("payment_jobs", payments, vec![]), vec![fk]).await?;
         let claims = ["gym_id", "facility_id", "state", "created_at"];
         manager.create_index(index("payment_jobs", "gym_facility_state", &claims, false)).await?;
         manager.create_index(index("payment_jobs", "gym_purchase", &["gym_id", "purchase_id"], false)).await?;
@@ -79,7 +79,7 @@ impl MigrationTrait for Migration {
             ts("updated_at"),
         ];
         let fk = tenant_fk("print_jobs", "purchase_id", "purchases", true);
-        manager.create_table(table("print_jobs", prints, vec![fk])).await?;
+        create_tenant_table(manager, "print_jobs", table("print_jobs", prints, vec![]), vec![fk]).await?;
         manager.create_index(index("print_jobs", "gym_facility_state", &claims, false)).await?;
         manager.create_index(index("print_jobs", "gym_purchase", &["gym_id", "purchase_id"], false)).await
     }

@@ -41,8 +41,12 @@ enum Command {
     Migrate {
         /// Hash-partition every tenant table by gym in this many partitions (PostgreSQL, 2 to 256);
         /// later migrations keep new tenant tables partitioned the same way.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "distribute")]
         partitions: Option<u32>,
+        /// On a Citus coordinator: make the reference tables reference tables and distribute
+        /// every tenant table by gym, colocated; later migrations keep new tables so.
+        #[arg(long)]
+        distribute: bool,
     },
     /// Create the demo gym with data (once) and print a fresh live and test key.
     Demo {
@@ -177,7 +181,7 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
             print!("{}", crate::contract::DOCUMENT);
             Ok(())
         }
-        Command::Migrate { partitions } => serve::migrate(&config, partitions).await,
+        Command::Migrate { partitions, distribute } => serve::migrate(&config, partitions, distribute).await,
         Command::Serve { bind, demo } => {
             if let Some(b) = bind {
                 config.bind = b;

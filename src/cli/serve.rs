@@ -5,9 +5,27 @@ use sea_orm::ConnectionTrait as _;
 use super::{Failure, bad_input, key_cache, open, print};
 use crate::{config::Config, db, demo, state::AppState};
 
-pub(super) async fn migrate(config: &Config, partitions: Option<u32>) -> Result<(), Failure> {
+pub(super) async fn migrate(config: &Config, partitions: Option<u32>, distribute: bool) -> Result<(), Failure> {
     let db = open(config).await?;
     eprintln!("migrations applied ({})", db::redact(&config.database_url));
+    if distribute {
+        if db.get_database_backend() != sea_orm::DbBackend::Postgres {
+            return Err(bad_input("--distribute needs PostgreSQL with the Citus extension"));
+        }
+        let Some(done) = db::distribute(&db).await? else {
+            return Err(bad_input(
+                "--distribute needs the Citus extension in this database (CREATE EXTENSION citus on the coordinator and every worker, then citus_add_node for each worker)",
+            ));
+        };
+        eprintln!(
+            "tables placed on the Citus cluster: {} reference, {} distributed by gym ({} already placed)",
+            done.reference.len(),
+            done.distributed.len(),
+            migration::tenancy::REFERENCE_TABLES.len() + migration::tenancy::TENANT_TABLES.len()
+                - done.reference.len()
+                - done.distributed.len()
+        );
+    }
     if let Some(n) = partitions {
         if db.get_database_backend() != sea_orm::DbBackend::Postgres {
             return Err(bad_input("--partitions needs PostgreSQL"));

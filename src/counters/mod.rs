@@ -182,9 +182,13 @@ pub async fn recount(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<(), DbEr
     for Counted { table, label, .. } in ALL {
         db.execute(run(
             format!(
-                "INSERT INTO gym_counters (gym_id, name, value) \
-                 SELECT gym_id, '{table}', COUNT(*) FROM {table} WHERE gym_id = ? GROUP BY gym_id \
-                 UNION ALL SELECT gym_id, '{table}.' || {label}, COUNT(*) FROM {table} WHERE gym_id = ? GROUP BY gym_id, {label}"
+                // The union inside a subquery: Citus, pushing an `INSERT … SELECT … UNION ALL`
+                // down to a shard, loses the default of `shard` ("more target columns than
+                // expressions").
+                "INSERT INTO gym_counters (gym_id, name, value) SELECT gym_id, name, n FROM (\
+                 SELECT gym_id, '{table}' AS name, COUNT(*) AS n FROM {table} WHERE gym_id = ? GROUP BY gym_id \
+                 UNION ALL SELECT gym_id, '{table}.' || {label}, COUNT(*) FROM {table} WHERE gym_id = ? GROUP BY gym_id, {label}\
+                 ) AS counted"
             ),
             vec![gym_id.into(), gym_id.into()],
         ))

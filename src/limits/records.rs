@@ -128,6 +128,7 @@ async fn sweep_all(db: &sea_orm::DatabaseConnection) -> Result<(), DbErr> {
     let now = crate::records::now();
     loop {
         let txn = crate::db::begin_writing(db).await?;
+        crate::db::across_gyms(&txn).await?;
         let removed = sweep(&txn, now, SWEEP_BATCH).await?;
         txn.commit().await?;
         if removed < u64::from(SWEEP_BATCH) {

@@ -236,9 +236,7 @@ impl Dispatcher {
              AND (claimed_until IS NULL OR claimed_until < ?) GROUP BY gym_id ORDER BY MIN(next_attempt_at) LIMIT ?",
         );
         let due = Statement::from_sql_and_values(backend, due, [at.into(), at.into(), CLAIM.into()]);
-        let gyms: Vec<Uuid> = self
-            .db
-            .query_all(due)
+        let gyms: Vec<Uuid> = crate::db::query_across_gyms(&self.db, due)
             .await?
             .iter()
             .map(|row| row.try_get::<Uuid>("", "gym_id"))

@@ -525,7 +525,7 @@ pub async fn list_endpoints(
 
 /// An endpoint the actor may manage (of their gym or its sandbox).
 pub async fn find_endpoint(
-    db: &impl ConnectionTrait,
+    db: &DatabaseConnection,
     actor: &Actor,
     id: Uuid,
 ) -> accounts::Result<webhook_endpoint::Model> {
@@ -542,7 +542,15 @@ pub async fn find_endpoint(
             found
         }
         // An operator names an endpoint by its id alone: a lookup across gyms (docs/scaling.md).
-        Actor::Operator => webhook_endpoint::Entity::find().filter(webhook_endpoint::Column::Id.eq(id)).one(db).await?,
+        Actor::Operator => {
+            use sea_orm::{FromQueryResult, QuerySelect, QueryTrait};
+            let by_id = webhook_endpoint::Entity::find()
+                .filter(webhook_endpoint::Column::Id.eq(id))
+                .limit(1)
+                .build(db.get_database_backend());
+            let rows = crate::db::query_across_gyms(db, by_id).await?;
+            rows.first().map(|r| webhook_endpoint::Model::from_query_result(r, "")).transpose()?
+        }
     };
     let e = found.ok_or(AccountError::NotFound("webhook endpoint"))?;
     let gym = accounts::find_gym(db, e.gym_id).await?;

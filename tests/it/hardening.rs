@@ -203,7 +203,7 @@ async fn a_lost_database_connection_answers_503_then_recovers() {
     let get = |app: &TestApp| app.client.get(format!("{}/api/v1/members", app.address)).bearer_auth(&key).send();
     assert_eq!(get(&app).await.unwrap().status(), 200);
     let database = url::Url::parse(&app.database_url).unwrap().path().trim_start_matches('/').to_string();
-    let admin = sea_orm::Database::connect(std::env::var("TEST_DATABASE_URL").unwrap()).await.unwrap();
+    let admin = gymapi::db::connect(&std::env::var("TEST_DATABASE_URL").unwrap()).await.unwrap();
     let mut statuses = Vec::new();
     for round in 0..4 {
         let cut = format!(
@@ -292,7 +292,7 @@ async fn requests_cut_off_mid_write_leave_no_connection_inside_a_transaction() {
     let path = format!("/doors/{}/access", door.body["id"].as_str().unwrap());
     let url = format!("{}/api/v1/devices{path}", app.address);
     let watcher = match crate::common::on_postgres() {
-        true => Some(sea_orm::Database::connect(&app.database_url).await.unwrap()),
+        true => Some(gymapi::db::connect(&app.database_url).await.unwrap()),
         false => None,
     };
     for round in 0..12u64 {

@@ -9,7 +9,7 @@ use migration::{Migrator, MigratorTrait, tenancy};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 use uuid::Uuid;
 
-use crate::common::{TestApp, fresh_database, partitions};
+use crate::common::{TestApp, bare_database, citus::on_citus, partitions};
 
 /// The keys of a table: `(kind, name, columns)`, where kind is `primary key`, `unique` or
 /// `foreign key to <table>`.
@@ -148,6 +148,47 @@ async fn every_key_of_a_tenant_table_leads_with_its_gym() {
             assert_eq!(text(&kind[0], "k"), "p", "{table} is not partitioned");
         }
     }
+    if on_citus() {
+        assert_placed(&app.db).await;
+    }
+}
+
+/// On Citus: every reference table is on every node, every tenant table distributed by `gym_id`
+/// and colocated with the others, so that one gym's rows of every table sit on one node.
+async fn assert_placed(db: &DatabaseConnection) {
+    use migration::citus::{Placement, placement};
+    for table in tenancy::REFERENCE_TABLES {
+        assert_eq!(placement(db, table).await.unwrap(), Placement::Reference, "{table}");
+    }
+    let sql = "SELECT CAST(logicalrelid AS TEXT) AS t, CAST(colocationid AS BIGINT) AS c, \
+               CAST(column_to_column_name(logicalrelid, partkey) AS TEXT) AS k FROM pg_dist_partition WHERE partmethod = 'h'";
+    let placed: BTreeMap<String, (i64, String)> =
+        rows(db, sql).await.iter().map(|r| (text(r, "t"), (r.try_get("", "c").unwrap(), text(r, "k")))).collect();
+    let groups: std::collections::BTreeSet<i64> = placed.values().map(|(c, _)| *c).collect();
+    assert_eq!(groups.len(), 1, "the tenant tables are in {} colocation groups: {placed:?}", groups.len());
+    for table in tenancy::TENANT_TABLES {
+        assert_eq!(placed.get(*table).map(|(_, k)| k.as_str()), Some("gym_id"), "{table} is not distributed by gym_id");
+    }
+}
+
+/// On Citus, a database distributed part way through the migrations keeps the tables of the
+/// later ones distributed, with their foreign keys (as `gymapi serve` migrates it).
+#[tokio::test]
+async fn later_migrations_keep_new_tables_distributed() {
+    if !on_citus() {
+        return;
+    }
+    let (url, _scratch) = bare_database().await;
+    let db = gymapi::db::connect(&url).await.unwrap();
+    let names: Vec<String> = Migrator::migrations().iter().map(|m| m.name().to_string()).collect();
+    let devices = names.iter().position(|n| n == "m20261125_000012_devices").unwrap();
+    Migrator::up(&db, Some(u32::try_from(devices).unwrap())).await.unwrap();
+    let first = gymapi::db::distribute(&db).await.unwrap().unwrap();
+    assert!(!first.distributed.is_empty());
+    gymapi::db::migrate(&db).await.unwrap();
+    assert_placed(&db).await;
+    check_keys(&tables_with_gym(&db).await);
+    db.close().await.unwrap();
 }
 
 /// The database as `gymapi serve` opens it: on tenant tables partitioned by gym every connection
@@ -303,7 +344,7 @@ async fn fill_before_keys(db: &DatabaseConnection) -> (Uuid, Uuid) {
 /// partitioned, without losing a row.
 #[tokio::test]
 async fn moving_to_the_tenant_keys_keeps_every_row() {
-    let (url, _scratch) = fresh_database().await;
+    let (url, _scratch) = bare_database().await;
     let db = gymapi::db::connect(&url).await.unwrap();
     let names: Vec<String> = Migrator::migrations().iter().map(|m| m.name().to_string()).collect();
     let before_keys = names.iter().position(|n| n == "m20261125_000011_tenant_keys").unwrap();
@@ -330,7 +371,14 @@ async fn moving_to_the_tenant_keys_keeps_every_row() {
     assert_eq!(counts(&db).await, filled, "rows moved back to the keys by id");
     Migrator::up(&db, None).await.unwrap();
     same(counts(&db).await, "rows moved to the tenant keys again");
-    if db.get_database_backend() == DbBackend::Postgres {
+    if on_citus() {
+        let placed = gymapi::db::distribute(&db).await.unwrap().unwrap();
+        assert_eq!(placed.distributed.len(), migration::tenancy::TENANT_TABLES.len());
+        same(counts(&db).await, "rows distributed over the workers");
+        check_keys(&tables_with_gym(&db).await);
+        let again = gymapi::db::distribute(&db).await.unwrap().unwrap();
+        assert!(again.reference.is_empty() && again.distributed.is_empty(), "a second run placed {again:?}");
+    } else if db.get_database_backend() == DbBackend::Postgres {
         gymapi::db::partition(&db, 4).await.unwrap();
         same(counts(&db).await, "rows moved to the partitioned tables");
         check_keys(&tables_with_gym(&db).await);

@@ -2,6 +2,7 @@
 //! when `TEST_DATABASE_URL` is set), the real app on a free port, and a client whose every
 //! response is checked against openapi.yaml.
 
+pub mod citus;
 pub mod oracle;
 
 use std::{
@@ -93,8 +94,11 @@ impl Drop for Scratch {
         let _ = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
             runtime.block_on(async {
-                let admin = sea_orm::Database::connect(&base).await.ok()?;
+                let admin = gymapi::db::connect(&base).await.ok()?;
                 admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await.ok()?;
+                if citus::on_citus() {
+                    citus::drop_from_workers(&admin, &base, &name).await;
+                }
                 admin.close().await.ok()
             })
         })
@@ -110,17 +114,31 @@ async fn listen(state: AppState) -> (String, tokio::task::JoinHandle<()>) {
     (format!("http://{addr}"), server)
 }
 
-/// A fresh database for one test, removed when the returned `Scratch` is dropped.
+/// A fresh database for one test, removed when the returned `Scratch` is dropped. On the Citus
+/// pass it is migrated and distributed, as `gymapi migrate --distribute` leaves it.
 pub async fn fresh_database() -> (String, Scratch) {
+    let (url, scratch) = bare_database().await;
+    if citus::on_citus() {
+        citus::distribute(&url).await;
+    }
+    (url, scratch)
+}
+
+/// A fresh database with nothing in it (on the Citus pass: the extension and the workers only).
+pub async fn bare_database() -> (String, Scratch) {
     match std::env::var("TEST_DATABASE_URL").ok().filter(|u| !u.is_empty()) {
         Some(base) => {
             let name = format!("gymapi_t_{}", Uuid::now_v7().simple());
-            let admin = sea_orm::Database::connect(&base).await.expect("TEST_DATABASE_URL must be reachable");
+            let admin = gymapi::db::connect(&base).await.expect("TEST_DATABASE_URL must be reachable");
             admin.execute_unprepared(&format!("CREATE DATABASE \"{name}\"")).await.unwrap();
+            let scratch = Scratch { dir: None, postgres: Some((base.clone(), name.clone())) };
+            if citus::on_citus() {
+                citus::prepare(&admin, &base, &name).await;
+            }
             admin.close().await.unwrap();
             let mut url = url::Url::parse(&base).unwrap();
             url.set_path(&format!("/{name}"));
-            (url.to_string(), Scratch { dir: None, postgres: Some((base, name)) })
+            (url.to_string(), scratch)
         }
         None => {
             let dir = tempfile::tempdir().unwrap();
@@ -133,7 +151,11 @@ pub async fn fresh_database() -> (String, Scratch) {
 pub struct TestApp {
     /// `http://127.0.0.1:PORT`
     pub address: String,
+    /// The test's own connection to the server's database, for what a test sets up and checks
+    /// behind the API (on Citus, free to read every gym's shards: see [`citus::inspecting`]).
     pub db: DatabaseConnection,
+    /// The server's connection, which another instance shares.
+    server_db: DatabaseConnection,
     pub database_url: String,
     pub redis_url: Option<String>,
     pub redis_prefix: String,
@@ -196,6 +218,8 @@ impl TestApp {
         // As `serve` opens it (on partitioned tables, with generic plans).
         let db = gymapi::db::open(&config.database_url).await.unwrap();
         let state = AppState::new(db.clone(), config.clone()).await.unwrap();
+        let server_db = db.clone();
+        let db = if citus::on_citus() { citus::inspecting(&config.database_url).await } else { db };
         // As `serve` does: the webhook dispatcher runs beside the API (unless the config says not).
         state.start_background().unwrap();
         let store = state.store.clone();
@@ -204,6 +228,7 @@ impl TestApp {
         Self {
             address,
             db,
+            server_db,
             database_url,
             redis_url: config.redis_url.clone(),
             redis_prefix: config.redis_prefix.clone(),
@@ -219,7 +244,7 @@ impl TestApp {
     /// A second server on this one's database and Redis (a process of its own in production), at
     /// the returned `http://127.0.0.1:PORT`.
     pub async fn another_instance(&self) -> String {
-        listen(AppState::new(self.db.clone(), self.config.clone()).await.unwrap()).await.0
+        listen(AppState::new(self.server_db.clone(), self.config.clone()).await.unwrap()).await.0
     }
 
     /// A gym (API access on, subscription active) with a live key.
