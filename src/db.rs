@@ -28,11 +28,22 @@ pub use writers::Writing;
 pub async fn open(url: &str) -> anyhow::Result<DatabaseConnection> {
     let db = connect(url).await?;
     migrate(&db).await?;
+    DISTRIBUTED.store(citus::is_distributed(&db).await?, std::sync::atomic::Ordering::Relaxed);
     if tenancy::partitions(&db).await?.is_none() {
         return Ok(db);
     }
     db.close().await?;
     connect_with(url, Plans::Generic).await
+}
+
+/// Whether the database this process serves is distributed by gym over a Citus cluster; [`open`]
+/// finds out (one process serves one database). Statements that PostgreSQL takes best as one are
+/// then sent so that each runs on the gym's node alone (`batch`, `webhooks::audience`).
+static DISTRIBUTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// See [`DISTRIBUTED`].
+pub fn distributed() -> bool {
+    DISTRIBUTED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The connection pool's open and idle connections (for `GET /metrics`).

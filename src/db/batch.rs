@@ -12,6 +12,29 @@ use std::sync::{
 
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, Statement, Value};
 
+/// Whether PostgreSQL gets the statements of a [`Writes`] one by one: on a database distributed by
+/// gym (`db::distributed`). There a statement whose `WITH` parts insert is not sent to the gym's
+/// node whole: Citus runs each part on its own, passes their results through the coordinator, and
+/// ends the transaction in a two-phase commit. One by one, each goes to the gym's node.
+pub(super) fn one_by_one() -> bool {
+    super::distributed()
+}
+
+/// The statements in order on `db`, each on its own; the rows the tallied one wrote are told.
+pub(super) async fn each(
+    db: &impl ConnectionTrait,
+    statements: Vec<Statement>,
+    tallied: Option<&(usize, Tally)>,
+) -> Result<(), DbErr> {
+    for (i, statement) in statements.into_iter().enumerate() {
+        let rows = db.execute(statement).await?.rows_affected();
+        if let Some((_, tally)) = tallied.filter(|(at, _)| *at == i) {
+            tally.set(rows);
+        }
+    }
+    Ok(())
+}
+
 /// The rows a statement of a [`Writes`] wrote, known once it has run ([`Writes::push_tallied`]).
 /// Until then, and where it cannot be told, it reads as "some".
 #[derive(Clone)]
@@ -93,6 +116,7 @@ impl Writes {
         let (mut statements, tallied) = (self.statements, self.tallied);
         match (db.get_database_backend(), tallied) {
             (_, _) if statements.is_empty() => {}
+            (DbBackend::Postgres, tallied) if one_by_one() => each(db, statements, tallied.as_ref()).await?,
             (DbBackend::Postgres, Some((at, tally))) => {
                 let row = db.query_one(told(statements, at)).await?;
                 tally.set(rows_told(row.as_ref(), 0));

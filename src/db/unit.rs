@@ -187,6 +187,9 @@ impl Unit {
         d: Deferred,
     ) -> Result<Outcome, DbErr> {
         let Some(record) = last.pop() else { return Err(DbErr::Custom("no statement to commit with".into())) };
+        if super::batch::one_by_one() {
+            return self.commit_one_by_one(db, last, d, record).await;
+        }
         let tallied = d.tallied.as_ref().map(|(at, _)| *at);
         let statement = super::batch::kept_with(d.writes.into_iter().chain(last).collect(), tallied, record);
         let (open, hooks) = self.take_open()?;
@@ -208,6 +211,39 @@ impl Unit {
                 Ok(Outcome::Committed)
             }
             Err(e) if key_held(&e) => Ok(Outcome::Taken),
+            Err(e) => Ok(Outcome::Refused((d.refusal)(e).await)),
+        }
+    }
+
+    /// PostgreSQL distributed by gym (see `batch::ONE_BY_ONE`): the deferred writes, the rest of
+    /// `last` and the record one by one in the unit's transaction (begun now if nothing began it);
+    /// committed when the record was written, rolled back when another request holds the key.
+    async fn commit_one_by_one(
+        &self,
+        db: &DatabaseConnection,
+        last: Vec<Statement>,
+        d: Deferred,
+        record: Statement,
+    ) -> Result<Outcome, DbErr> {
+        let (open, hooks) = self.take_open()?;
+        let txn = match open {
+            Some(txn) => txn,
+            None => Txn::begin(db).await?,
+        };
+        let writes: Vec<Statement> = d.writes.into_iter().chain(last).collect();
+        let recorded = match super::batch::each(&txn, writes, d.tallied.as_ref()).await {
+            Ok(()) => txn.query_one(record).await,
+            Err(e) => Err(e),
+        };
+        match recorded {
+            Ok(Some(_)) => {
+                txn.commit().await?;
+                for hook in hooks {
+                    hook.await;
+                }
+                Ok(Outcome::Committed)
+            }
+            Ok(None) => Ok(Outcome::Taken),
             Err(e) => Ok(Outcome::Refused((d.refusal)(e).await)),
         }
     }

@@ -46,6 +46,18 @@ impl Txn {
     /// but the last a part of it, see `db::batch`); on SQLite `last` and `COMMIT` go in one text.
     pub(super) async fn commit_with(self, last: Vec<Statement>) -> Result<bool, DbErr> {
         match self {
+            Txn::Pg(txn) if super::batch::one_by_one() => {
+                let mut last = last;
+                let Some(row) = last.pop() else {
+                    return Err(DbErr::Custom("no statement to commit with".into()));
+                };
+                super::batch::each(&txn, last, None).await?;
+                if txn.execute(row).await?.rows_affected() == 0 {
+                    return Ok(false);
+                }
+                txn.commit().await?;
+                Ok(true)
+            }
             Txn::Pg(txn) => {
                 let Some(row) = super::batch::one(last) else {
                     return Err(DbErr::Custom("no statement to commit with".into()));

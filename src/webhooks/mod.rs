@@ -141,10 +141,11 @@ pub enum Audience {
 }
 
 /// The [`Audience`] of an event of the gym, read before the write's transaction (nothing is read on
-/// PostgreSQL).
+/// PostgreSQL, unless it is distributed by gym: Citus sends an insert that reads its rows from a
+/// statement of its own through the coordinator, and the transaction ends in a two-phase commit).
 pub async fn audience(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType) -> Result<Audience, DbErr> {
     match db.get_database_backend() {
-        DbBackend::Postgres => Ok(Audience::InTheWrite),
+        DbBackend::Postgres if !crate::db::distributed() => Ok(Audience::InTheWrite),
         _ => Ok(Audience::Found(listeners(db, gym_id, event).await?)),
     }
 }

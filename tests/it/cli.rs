@@ -327,3 +327,37 @@ async fn webhook_endpoints_through_the_cli() {
     let list = json_of(&gymapi(&url, &["webhook", "list", "--gym", gym_id, "--json"], None));
     assert_eq!(list["data"], serde_json::json!([]));
 }
+
+/// `gymapi migrate --distribute`: on a database without Citus (SQLite, plain PostgreSQL) it
+/// refuses with exit 2 and says what is missing; on a Citus coordinator it places every table,
+/// keeps the rows already there, and a second run changes nothing.
+#[tokio::test]
+async fn migrate_distribute_places_the_tables_on_citus_and_refuses_elsewhere() {
+    let (url, _dir) = crate::common::bare_database().await;
+    if !crate::common::citus::on_citus() {
+        let out = gymapi(&url, &["migrate", "--distribute"], None);
+        assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains("--distribute needs"), "{said}");
+        return;
+    }
+    let migrated = gymapi(&url, &["migrate"], None);
+    assert!(migrated.status.success(), "{}", String::from_utf8_lossy(&migrated.stderr));
+    let gym = json_of(&gymapi(&url, &["gym", "create", "--name", "Before", "--timezone", "UTC", "--json"], None));
+    let first = gymapi(&url, &["migrate", "--distribute"], None);
+    let said = String::from_utf8_lossy(&first.stderr);
+    assert!(first.status.success(), "{said}");
+    assert!(said.contains("5 reference, 22 distributed by gym (0 already placed)"), "{said}");
+    let again = gymapi(&url, &["migrate", "--distribute"], None);
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert!(said.contains("0 reference, 0 distributed by gym (27 already placed)"), "{said}");
+    // The gym (a reference table) and its first facility (a tenant table) are still there.
+    use sea_orm::ConnectionTrait;
+    let db = gymapi::db::connect(&url).await.unwrap();
+    let sql = format!(
+        "SELECT CAST(COUNT(*) AS BIGINT) AS n FROM facilities f JOIN gyms g ON g.id = f.gym_id WHERE f.gym_id = '{}'",
+        gym["id"].as_str().unwrap()
+    );
+    let row = db.query_one(sea_orm::Statement::from_string(db.get_database_backend(), sql)).await.unwrap().unwrap();
+    assert_eq!(row.try_get::<i64>("", "n").unwrap(), 1);
+}

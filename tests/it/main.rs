@@ -7,6 +7,7 @@
 mod common;
 
 mod auth;
+mod citus;
 mod cli;
 mod contract;
 mod counter;
