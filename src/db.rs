@@ -28,12 +28,17 @@ pub use writers::Writing;
 pub async fn open(url: &str) -> anyhow::Result<DatabaseConnection> {
     let db = connect(url).await?;
     migrate(&db).await?;
-    DISTRIBUTED.store(citus::is_distributed(&db).await?, std::sync::atomic::Ordering::Relaxed);
-    if tenancy::partitions(&db).await?.is_none() {
+    let distributed = citus::is_distributed(&db).await?;
+    DISTRIBUTED.store(distributed, std::sync::atomic::Ordering::Relaxed);
+    let plans = if distributed {
+        Plans::Custom
+    } else if tenancy::partitions(&db).await?.is_some() {
+        Plans::Generic
+    } else {
         return Ok(db);
-    }
+    };
     db.close().await?;
-    connect_with(url, Plans::Generic).await
+    connect_with(url, plans).await
 }
 
 /// Whether the database this process serves is distributed by gym over a Citus cluster; [`open`]
@@ -61,11 +66,16 @@ pub fn pool_use(db: &DatabaseConnection) -> (u32, usize) {
     }
 }
 
-/// How PostgreSQL plans a prepared statement: its own choice, or always the generic plan.
+/// How PostgreSQL plans a prepared statement: its own choice, always the generic plan, or always
+/// a plan for the values at hand.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Plans {
     Chosen,
     Generic,
+    /// On Citus: a generic plan of a statement such as `UPDATE … FROM (VALUES …) WHERE gym_id = $n`
+    /// cannot tell the gym's shard and runs on every shard; planned with its values it goes to
+    /// the gym's node alone.
+    Custom,
 }
 
 /// Connects to `url`. An in-memory SQLite database keeps exactly one connection (each connection
@@ -75,6 +85,33 @@ pub async fn connect(url: &str) -> anyhow::Result<DatabaseConnection> {
 }
 
 async fn connect_with(url: &str, plans: Plans) -> anyhow::Result<DatabaseConnection> {
+    let db = match Database::connect(options(url, plans, Tls::AsAsked)).await {
+        Err(e) if refused_certificate(&e) && tls_preferred(url) => {
+            // libpq's default `sslmode=prefer` connects without TLS when the handshake fails
+            // (a Citus node's own certificate is X.509 v1, which rustls cannot read); so does
+            // gymapi when the URL does not name an `sslmode`. A URL that does is kept to it.
+            tracing::warn!(
+                error = %e,
+                "the database server's TLS certificate was refused; connecting without TLS as sslmode=prefer does \
+                 (set sslmode=disable to say so, or give the server a certificate rustls accepts and set sslmode=verify-full)"
+            );
+            Database::connect(options(url, plans, Tls::Off)).await
+        }
+        other => other,
+    }
+    .with_context(|| format!("cannot connect to the database ({})", redact(url)))?;
+    Ok(db)
+}
+
+/// Whether a PostgreSQL connection uses TLS as its URL asks, or not at all.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tls {
+    AsAsked,
+    Off,
+}
+
+/// The pool's options for `url`.
+fn options(url: &str, plans: Plans, tls: Tls) -> ConnectOptions {
     let mut options = ConnectOptions::new(url.to_string());
     let memory = url.contains(":memory:") || url.contains("mode=memory");
     let sqlite = url.starts_with("sqlite:");
@@ -110,30 +147,23 @@ async fn connect_with(url: &str, plans: Plans) -> anyhow::Result<DatabaseConnect
                 .foreign_keys(true)
         });
     }
-    if plans == Plans::Generic {
-        // A partitioned table costs each new plan about a millisecond more; PostgreSQL keeps
-        // planning anew the statements whose generic plan it misjudges as dearer (its estimate
-        // of one gym's rows is the average gym's), which the statement pool's connections then
-        // pay on every request.
-        options.map_sqlx_postgres_opts(|o| o.options([("plan_cache_mode", "force_generic_plan")]));
-    }
-    let db = match Database::connect(options.clone()).await {
-        Err(e) if refused_certificate(&e) && tls_preferred(url) => {
-            // libpq's default `sslmode=prefer` connects without TLS when the handshake fails
-            // (a Citus node's own certificate is X.509 v1, which rustls cannot read); so does
-            // gymapi when the URL does not name an `sslmode`. A URL that does is kept to it.
-            tracing::warn!(
-                error = %e,
-                "the database server's TLS certificate was refused; connecting without TLS as sslmode=prefer does \
-                 (set sslmode=disable to say so, or give the server a certificate rustls accepts and set sslmode=verify-full)"
-            );
-            options.map_sqlx_postgres_opts(|o| o.ssl_mode(sea_orm::sqlx::postgres::PgSslMode::Disable));
-            Database::connect(options).await
+    // One function sets everything PostgreSQL's connections need (a second would replace it).
+    // On partitioned tables: a partitioned table costs each new plan about a millisecond more;
+    // PostgreSQL keeps planning anew the statements whose generic plan it misjudges as dearer (its
+    // estimate of one gym's rows is the average gym's), which the statement pool's connections
+    // then pay on every request.
+    options.map_sqlx_postgres_opts(move |o| {
+        let o = match plans {
+            Plans::Chosen => o,
+            Plans::Generic => o.options([("plan_cache_mode", "force_generic_plan")]),
+            Plans::Custom => o.options([("plan_cache_mode", "force_custom_plan")]),
+        };
+        match tls {
+            Tls::AsAsked => o,
+            Tls::Off => o.ssl_mode(sea_orm::sqlx::postgres::PgSslMode::Disable),
         }
-        other => other,
-    }
-    .with_context(|| format!("cannot connect to the database ({})", redact(url)))?;
-    Ok(db)
+    });
+    options
 }
 
 /// Whether connecting failed in the TLS handshake (the server's certificate refused, say).

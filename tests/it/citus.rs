@@ -77,7 +77,8 @@ async fn a_request_commits_on_one_node() {
 #[derive(Default)]
 struct Seen {
     members: Vec<(String, String)>,
-    decisions: i64,
+    /// The attendance entries the decisions were written as.
+    decisions: Vec<String>,
     sales: Vec<String>,
     failures: Vec<String>,
     longest: Duration,
@@ -101,7 +102,7 @@ async fn load(app: Arc<TestApp>, c: Arc<Counter>, door: String, lane: usize, sto
         let who = json!({"member_id": seen.members.last().map_or(Value::Null, |(_, id)| json!(id))});
         let d = app.device("POST", &format!("/doors/{door}/access"), c.key(), Some(who), &[]).await;
         match d.status {
-            200 => seen.decisions += 1,
+            200 => seen.decisions.push(d.body["id"].as_str().unwrap().to_string()),
             s => seen.failures.push(format!("door: {s} {}", d.body)),
         }
         if lane == 0 {
@@ -184,7 +185,7 @@ async fn a_gym_moves_between_workers_and_is_isolated_while_it_is_used() {
     for lane in lanes {
         let s = lane.await.unwrap();
         seen.members.extend(s.members);
-        seen.decisions += s.decisions;
+        seen.decisions.extend(s.decisions);
         seen.sales.extend(s.sales);
         seen.failures.extend(s.failures);
         seen.longest = seen.longest.max(s.longest);
@@ -195,7 +196,7 @@ async fn a_gym_moves_between_workers_and_is_isolated_while_it_is_used() {
         "moved the shard group in {moved_in:?}, isolated the gym in {isolated_in:?}; {} members, {} decisions, {} sales; \
          slowest round of requests {:?}",
         seen.members.len(),
-        seen.decisions,
+        seen.decisions.len(),
         seen.sales.len(),
         seen.longest
     );
@@ -208,8 +209,14 @@ async fn assert_written_once(app: &TestApp, c: &Counter, seen: &Seen) {
     let gym = c.gym.id;
     let members = format!("SELECT CAST(COUNT(*) AS BIGINT) AS n FROM members WHERE gym_id = '{gym}'");
     assert_eq!(number(&app.db, &members).await, i64::try_from(seen.members.len()).unwrap());
-    let visits = format!("SELECT CAST(COUNT(*) AS BIGINT) AS n FROM attendance WHERE gym_id = '{gym}'");
-    assert_eq!(number(&app.db, &visits).await, seen.decisions);
+    let visits = format!("SELECT CAST(id AS TEXT) AS id FROM attendance WHERE gym_id = '{gym}'");
+    let rows = app.db.query_all(Statement::from_string(app.db.get_database_backend(), visits)).await.unwrap();
+    let written: std::collections::BTreeSet<String> = rows.iter().map(|r| r.try_get("", "id").unwrap()).collect();
+    let answered: std::collections::BTreeSet<String> = seen.decisions.iter().cloned().collect();
+    assert_eq!(answered.len(), seen.decisions.len(), "two decisions answered with one entry");
+    let lost: Vec<_> = answered.difference(&written).collect();
+    let unanswered: Vec<_> = written.difference(&answered).collect();
+    assert!(lost.is_empty() && unanswered.is_empty(), "lost {lost:?}; written without an answer {unanswered:?}");
     let paid = format!(
         "SELECT CAST(COUNT(*) AS BIGINT) AS n FROM purchases WHERE gym_id = '{gym}' AND payment_status = 'paid'"
     );
