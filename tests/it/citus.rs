@@ -241,8 +241,7 @@ async fn verify_full_still_refuses_a_nodes_own_certificate() {
     let base = std::env::var("TEST_DATABASE_URL").unwrap();
     let mut url = url::Url::parse(&base).unwrap();
     url.query_pairs_mut().append_pair("sslmode", "verify-full");
-    let refused =
-        gymapi::db::connect(url.as_str()).await.err().expect("verify-full accepted a self-signed certificate");
+    let refused = gymapi::db::connect(url.as_str()).await.expect_err("verify-full accepted a self-signed certificate");
     assert!(format!("{refused:#}").contains("certificate"), "{refused:#}");
     gymapi::db::connect(&base).await.expect("sslmode left unset connects as prefer does");
 }
