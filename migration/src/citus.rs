@@ -28,13 +28,7 @@ pub async fn has_citus(db: &impl ConnectionTrait) -> Result<bool, DbErr> {
     if db.get_database_backend() != DbBackend::Postgres {
         return Ok(false);
     }
-    let row = db
-        .query_one(Statement::from_string(
-            DbBackend::Postgres,
-            "SELECT CAST(COUNT(*) AS BIGINT) AS n FROM pg_extension WHERE extname = 'citus'",
-        ))
-        .await?;
-    Ok(row.map(|r| r.try_get::<i64>("", "n")).transpose()?.unwrap_or(0) > 0)
+    Ok(count(db, "SELECT CAST(COUNT(*) AS BIGINT) AS n FROM pg_extension WHERE extname = 'citus'", []).await? > 0)
 }
 
 /// Whether the tenant tables are distributed (so that later migrations keep new ones so).
@@ -79,7 +73,7 @@ pub async fn distribute(db: &impl ConnectionTrait) -> Result<Distributed, DbErr>
                 .into(),
         ));
     }
-    let workers = count(db, "SELECT CAST(COUNT(*) AS BIGINT) AS n FROM pg_dist_node WHERE groupid <> 0").await?;
+    let workers = count(db, "SELECT CAST(COUNT(*) AS BIGINT) AS n FROM pg_dist_node WHERE groupid <> 0", []).await?;
     if workers == 0 {
         return Err(DbErr::Migration(
             "the Citus coordinator has no workers (SELECT citus_add_node(host, port) for each worker)".into(),
@@ -169,15 +163,13 @@ async fn foreign_keys(db: &impl ConnectionTrait, pending: &[(&str, Placement)]) 
 async fn exists(db: &impl ConnectionTrait, table: &str) -> Result<bool, DbErr> {
     let sql = "SELECT CAST(COUNT(*) AS BIGINT) AS n FROM pg_class \
                WHERE relname = $1 AND relnamespace = CAST('public' AS regnamespace)";
-    let row = db.query_one(Statement::from_sql_and_values(DbBackend::Postgres, sql, [table.into()])).await?;
-    Ok(row.map(|r| r.try_get::<i64>("", "n")).transpose()?.unwrap_or(0) > 0)
+    Ok(count(db, sql, [table.into()]).await? > 0)
 }
 
 async fn has_metadata(db: &impl ConnectionTrait, table: &str) -> Result<bool, DbErr> {
     let sql = "SELECT CAST(COUNT(*) AS BIGINT) AS n FROM pg_dist_partition \
                WHERE logicalrelid = CAST(CAST($1 AS TEXT) AS regclass)";
-    let row = db.query_one(Statement::from_sql_and_values(DbBackend::Postgres, sql, [table.into()])).await?;
-    Ok(row.map(|r| r.try_get::<i64>("", "n")).transpose()?.unwrap_or(0) > 0)
+    Ok(count(db, sql, [table.into()]).await? > 0)
 }
 
 async fn call(db: &impl ConnectionTrait, sql: &str, table: &str) -> Result<(), DbErr> {
@@ -185,7 +177,12 @@ async fn call(db: &impl ConnectionTrait, sql: &str, table: &str) -> Result<(), D
     Ok(())
 }
 
-async fn count(db: &impl ConnectionTrait, sql: &str) -> Result<i64, DbErr> {
-    let row = db.query_one(Statement::from_string(DbBackend::Postgres, sql)).await?;
+/// The `n` that `sql` (a `COUNT(*)`) answers for `values`.
+async fn count<const N: usize>(
+    db: &impl ConnectionTrait,
+    sql: &str,
+    values: [sea_orm_migration::sea_orm::Value; N],
+) -> Result<i64, DbErr> {
+    let row = db.query_one(Statement::from_sql_and_values(DbBackend::Postgres, sql, values)).await?;
     Ok(row.map(|r| r.try_get::<i64>("", "n")).transpose()?.unwrap_or(0))
 }
