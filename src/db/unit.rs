@@ -215,7 +215,7 @@ impl Unit {
         }
     }
 
-    /// PostgreSQL distributed by gym (see `batch::ONE_BY_ONE`): the deferred writes, the rest of
+    /// PostgreSQL distributed by gym (see `batch::one_by_one`): the deferred writes, the rest of
     /// `last` and the record one by one in the unit's transaction (begun now if nothing began it);
     /// committed when the record was written, rolled back when another request holds the key.
     async fn commit_one_by_one(

@@ -43,23 +43,20 @@ impl Txn {
     /// Runs `last`, statements whose last one writes one row or, when its row's key is taken,
     /// changes nothing (PostgreSQL) or breaks a unique index (SQLite), and commits if it wrote;
     /// rolls back and answers `false` if not. On PostgreSQL `last` is one statement (every statement
-    /// but the last a part of it, see `db::batch`); on SQLite `last` and `COMMIT` go in one text.
+    /// but the last a part of it, see `db::batch`), or on a distributed database one statement
+    /// after another; on SQLite `last` and `COMMIT` go in one text.
     pub(super) async fn commit_with(self, last: Vec<Statement>) -> Result<bool, DbErr> {
         match self {
-            Txn::Pg(txn) if super::batch::one_by_one() => {
-                let mut last = last;
-                let Some(row) = last.pop() else {
-                    return Err(DbErr::Custom("no statement to commit with".into()));
-                };
-                super::batch::each(&txn, last, None).await?;
-                if txn.execute(row).await?.rows_affected() == 0 {
-                    return Ok(false);
-                }
-                txn.commit().await?;
-                Ok(true)
-            }
             Txn::Pg(txn) => {
-                let Some(row) = super::batch::one(last) else {
+                let mut last = last;
+                let row = if super::batch::one_by_one() {
+                    let row = last.pop();
+                    super::batch::each(&txn, last, None).await?;
+                    row
+                } else {
+                    super::batch::one(last)
+                };
+                let Some(row) = row else {
                     return Err(DbErr::Custom("no statement to commit with".into()));
                 };
                 if txn.execute(row).await?.rows_affected() == 0 {
