@@ -4,6 +4,7 @@ mod across;
 mod batch;
 mod file_writer;
 mod group;
+mod retry;
 mod statements;
 mod unit;
 mod writers;
@@ -14,6 +15,7 @@ pub use across::{across_gyms, query_across_gyms};
 use anyhow::Context as _;
 pub use batch::{Tally, Writes};
 use migration::{Migrator, MigratorTrait, citus, tenancy};
+pub use retry::must_retry;
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, DbErr, ExecResult, QueryResult, Statement,
 };
@@ -189,8 +191,9 @@ fn tls_preferred(url: &str) -> bool {
 /// [`StatementPool`] for the queries run outside a transaction, which hands a connection back
 /// without sqlx's extra round trip (on SQLite, for a file: an in-memory database has one
 /// connection, sea-orm's). Inside a keyed write ([`Unit`]) its statements run in the write's
-/// transaction (see [`unit::transaction`]). Everything else of sea-orm's connection is reached
-/// through `Deref`.
+/// transaction (see [`unit::transaction`]); outside one, a statement the database asks for again
+/// (a serialization failure or deadlock, see [`must_retry`]) is run again, a few times. Everything
+/// else of sea-orm's connection is reached through `Deref`.
 #[derive(Clone)]
 pub struct Db {
     orm: DatabaseConnection,
@@ -257,14 +260,14 @@ impl ConnectionTrait for Db {
     async fn execute(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
         match unit::transaction(&self.orm).await? {
             Some(txn) => txn.execute(stmt).await,
-            None => self.orm.execute(stmt).await,
+            None => retry::retried(|| self.orm.execute(stmt.clone())).await,
         }
     }
 
     async fn execute_unprepared(&self, sql: &str) -> Result<ExecResult, DbErr> {
         match unit::transaction(&self.orm).await? {
             Some(txn) => txn.execute_unprepared(sql).await,
-            None => self.orm.execute_unprepared(sql).await,
+            None => retry::retried(|| self.orm.execute_unprepared(sql)).await,
         }
     }
 
@@ -272,22 +275,28 @@ impl ConnectionTrait for Db {
         if let Some(txn) = unit::transaction(&self.orm).await? {
             return txn.query_one(stmt).await;
         }
-        match &self.reads {
-            Reads::Pg(pool) => pool.query_one(stmt).await,
-            Reads::Sqlite(pool) => pool.query_one(stmt).await,
-            Reads::Orm => self.orm.query_one(stmt).await,
-        }
+        retry::retried(|| async {
+            match &self.reads {
+                Reads::Pg(pool) => pool.query_one(stmt.clone()).await,
+                Reads::Sqlite(pool) => pool.query_one(stmt.clone()).await,
+                Reads::Orm => self.orm.query_one(stmt.clone()).await,
+            }
+        })
+        .await
     }
 
     async fn query_all(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
         if let Some(txn) = unit::transaction(&self.orm).await? {
             return txn.query_all(stmt).await;
         }
-        match &self.reads {
-            Reads::Pg(pool) => pool.query_all(stmt).await,
-            Reads::Sqlite(pool) => pool.query_all(stmt).await,
-            Reads::Orm => self.orm.query_all(stmt).await,
-        }
+        retry::retried(|| async {
+            match &self.reads {
+                Reads::Pg(pool) => pool.query_all(stmt.clone()).await,
+                Reads::Sqlite(pool) => pool.query_all(stmt.clone()).await,
+                Reads::Orm => self.orm.query_all(stmt.clone()).await,
+            }
+        })
+        .await
     }
 
     fn support_returning(&self) -> bool {

@@ -236,10 +236,14 @@ impl ResponseError for ApiError {
 const DB_DOWN: &str = "The database is unavailable; retry in a moment.";
 
 /// Whether an internal error is the database being out of reach (a connection lost, refused or not
-/// to be had in time, a server shutting down) rather than a fault of ours: 503, not 500.
+/// to be had in time, a server shutting down) or asking for the transaction again (a serialization
+/// failure or deadlock: on Citus, a shard split under the transaction; the transaction was rolled
+/// back) rather than a fault of ours: 503, not 500.
 fn unavailable(err: &ApiError) -> bool {
     let ApiError::Internal(err) = err else { return false };
-    err.chain().any(|cause| cause.downcast_ref::<sea_orm::DbErr>().is_some_and(db_unavailable))
+    err.chain().any(|cause| {
+        cause.downcast_ref::<sea_orm::DbErr>().is_some_and(|e| db_unavailable(e) || crate::db::must_retry(e))
+    })
 }
 
 fn db_unavailable(err: &sea_orm::DbErr) -> bool {

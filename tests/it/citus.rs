@@ -5,6 +5,7 @@
 //! that runs on more than one shard refused (`common::citus`).
 
 use std::{
+    collections::BTreeSet,
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -76,7 +77,8 @@ async fn a_request_commits_on_one_node() {
 /// decisions and sales answered, every 5xx, and the longest answer.
 #[derive(Default)]
 struct Seen {
-    members: Vec<(String, String)>,
+    /// (key, member id, when answered since the load began)
+    members: Vec<(String, String, Duration)>,
     /// The attendance entries the decisions were written as.
     decisions: Vec<String>,
     sales: Vec<String>,
@@ -86,7 +88,14 @@ struct Seen {
 
 /// Keyed member writes, door decisions and sales against one gym, one after another, until told
 /// to stop.
-async fn load(app: Arc<TestApp>, c: Arc<Counter>, door: String, lane: usize, stop: Arc<AtomicBool>) -> Seen {
+async fn load(
+    app: Arc<TestApp>,
+    c: Arc<Counter>,
+    door: String,
+    lane: usize,
+    t0: Instant,
+    stop: Arc<AtomicBool>,
+) -> Seen {
     let mut seen = Seen::default();
     let mut i = 0;
     while !stop.load(Ordering::Relaxed) {
@@ -96,10 +105,10 @@ async fn load(app: Arc<TestApp>, c: Arc<Counter>, door: String, lane: usize, sto
         let body = json!({"first_name": "Load", "last_name": format!("{lane}-{i}")});
         let r = app.request("POST", "/members", Some(c.key()), Some(body), &[("Idempotency-Key", &key)]).await;
         match r.status {
-            201 => seen.members.push((key, r.body["id"].as_str().unwrap().to_string())),
+            201 => seen.members.push((key, r.body["id"].as_str().unwrap().to_string(), t0.elapsed())),
             s => seen.failures.push(format!("POST /members: {s} {}", r.body)),
         }
-        let who = json!({"member_id": seen.members.last().map_or(Value::Null, |(_, id)| json!(id))});
+        let who = json!({"member_id": seen.members.last().map_or(Value::Null, |(_, id, _)| json!(id))});
         let d = app.device("POST", &format!("/doors/{door}/access"), c.key(), Some(who), &[]).await;
         match d.status {
             200 => seen.decisions.push(d.body["id"].as_str().unwrap().to_string()),
@@ -110,6 +119,22 @@ async fn load(app: Arc<TestApp>, c: Arc<Counter>, door: String, lane: usize, sto
                 Ok(id) => seen.sales.push(id),
                 Err(e) => seen.failures.push(e),
             }
+        }
+        seen.longest = seen.longest.max(started.elapsed());
+    }
+    seen
+}
+
+/// The gym's door asking for commands, again and again, until told to stop: each poll is a
+/// claiming statement of its own, the kind a split can catch between planning and execution.
+async fn poll(app: Arc<TestApp>, c: Arc<Counter>, door: String, stop: Arc<AtomicBool>) -> Seen {
+    let mut seen = Seen::default();
+    while !stop.load(Ordering::Relaxed) {
+        let started = Instant::now();
+        let path = format!("/doors/{door}/commands?wait=0");
+        let r = app.device("GET", &path, c.key(), None, &[]).await;
+        if r.status != 200 {
+            seen.failures.push(format!("poll: {} {}", r.status, r.body));
         }
         seen.longest = seen.longest.max(started.elapsed());
     }
@@ -134,7 +159,7 @@ async fn other_worker(db: &DatabaseConnection, port: i64) -> i64 {
 }
 
 /// A gym's shard group moves to the other worker, then the gym is isolated onto shards of its own,
-/// while three lanes write members (keyed), ask the door and sell. No request gets a 5xx, and
+/// while three lanes write members (keyed), ask the door and sell, and three poll the door. No request gets a 5xx, and
 /// every acknowledged write is in the database exactly once; a replay of every key answers the
 /// member it made. Prints how long the slowest round of requests took during the moves.
 #[tokio::test]
@@ -153,12 +178,15 @@ async fn a_gym_moves_between_workers_and_is_isolated_while_it_is_used() {
     let door = register(&app, c.key(), "door", "Front").await;
     let gym = c.gym.id;
     let stop = Arc::new(AtomicBool::new(false));
-    let lanes: Vec<_> =
-        (0..3).map(|lane| tokio::spawn(load(app.clone(), c.clone(), door.clone(), lane, stop.clone()))).collect();
+    let t0 = Instant::now();
+    let mut lanes: Vec<_> =
+        (0..3).map(|lane| tokio::spawn(load(app.clone(), c.clone(), door.clone(), lane, t0, stop.clone()))).collect();
+    lanes.extend((0..3).map(|_| tokio::spawn(poll(app.clone(), c.clone(), door.clone(), stop.clone()))));
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let (shard, from) = placement_of(&app.db, "members", gym).await;
     let to = other_worker(&app.db, from).await;
+    let moving = t0.elapsed();
     let started = Instant::now();
     let move_group = format!("SELECT citus_move_shard_placement({shard}, '127.0.0.1', {from}, '127.0.0.1', {to})");
     app.db.execute_unprepared(&move_group).await.unwrap();
@@ -167,6 +195,7 @@ async fn a_gym_moves_between_workers_and_is_isolated_while_it_is_used() {
     assert_eq!(placement_of(&app.db, "payment_jobs", gym).await.1, to, "the colocated shards did not follow");
     tokio::time::sleep(Duration::from_millis(300)).await;
 
+    let isolating = t0.elapsed();
     let started = Instant::now();
     // Writes to the gym's shards wait while they are split (`block_writes`): Citus's split by
     // logical replication stops at gym_counters, whose key gained a column after the table was
@@ -193,8 +222,8 @@ async fn a_gym_moves_between_workers_and_is_isolated_while_it_is_used() {
     assert!(seen.failures.is_empty(), "{:?}", seen.failures);
     assert!(seen.members.len() > 10 && seen.sales.len() > 3, "too little load: {}", seen.members.len());
     println!(
-        "moved the shard group in {moved_in:?}, isolated the gym in {isolated_in:?}; {} members, {} decisions, {} sales; \
-         slowest round of requests {:?}",
+        "moved the shard group in {moved_in:?} (from {moving:?} of the load), isolated the gym in {isolated_in:?} \
+         (from {isolating:?}); {} members, {} decisions, {} sales; slowest round of requests {:?}",
         seen.members.len(),
         seen.decisions.len(),
         seen.sales.len(),
@@ -203,16 +232,27 @@ async fn a_gym_moves_between_workers_and_is_isolated_while_it_is_used() {
     assert_written_once(&app, &c, &seen).await;
 }
 
+async fn ids(app: &TestApp, sql: &str) -> BTreeSet<String> {
+    let rows = app.db.query_all(Statement::from_string(app.db.get_database_backend(), sql.to_string())).await.unwrap();
+    rows.iter().map(|r| r.try_get("", "id").unwrap()).collect()
+}
+
 /// Every acknowledged write is in the database once: the members by idempotency key (a replay
 /// answers the same member), a decision's attendance entry, a sale paid once.
 async fn assert_written_once(app: &TestApp, c: &Counter, seen: &Seen) {
     let gym = c.gym.id;
-    let members = format!("SELECT CAST(COUNT(*) AS BIGINT) AS n FROM members WHERE gym_id = '{gym}'");
-    assert_eq!(number(&app.db, &members).await, i64::try_from(seen.members.len()).unwrap());
-    let visits = format!("SELECT CAST(id AS TEXT) AS id FROM attendance WHERE gym_id = '{gym}'");
-    let rows = app.db.query_all(Statement::from_string(app.db.get_database_backend(), visits)).await.unwrap();
-    let written: std::collections::BTreeSet<String> = rows.iter().map(|r| r.try_get("", "id").unwrap()).collect();
-    let answered: std::collections::BTreeSet<String> = seen.decisions.iter().cloned().collect();
+    let written = ids(app, &format!("SELECT CAST(id AS TEXT) AS id FROM members WHERE gym_id = '{gym}'")).await;
+    let lost: Vec<_> = seen.members.iter().filter(|(_, id, _)| !written.contains(id)).collect();
+    let records = format!("SELECT CAST(COUNT(*) AS BIGINT) AS n FROM idempotency_records WHERE gym_id = '{gym}'");
+    assert!(
+        lost.is_empty() && written.len() == seen.members.len(),
+        "members lost (key, id, answered at): {lost:?}; {} written, {} answered, {} idempotency records",
+        written.len(),
+        seen.members.len(),
+        number(&app.db, &records).await
+    );
+    let written = ids(app, &format!("SELECT CAST(id AS TEXT) AS id FROM attendance WHERE gym_id = '{gym}'")).await;
+    let answered: BTreeSet<String> = seen.decisions.iter().cloned().collect();
     assert_eq!(answered.len(), seen.decisions.len(), "two decisions answered with one entry");
     let lost: Vec<_> = answered.difference(&written).collect();
     let unanswered: Vec<_> = written.difference(&answered).collect();
@@ -221,7 +261,7 @@ async fn assert_written_once(app: &TestApp, c: &Counter, seen: &Seen) {
         "SELECT CAST(COUNT(*) AS BIGINT) AS n FROM purchases WHERE gym_id = '{gym}' AND payment_status = 'paid'"
     );
     assert_eq!(number(&app.db, &paid).await, i64::try_from(seen.sales.len()).unwrap());
-    for (key, id) in seen.members.iter().step_by(7) {
+    for (key, id, _) in seen.members.iter().step_by(7) {
         let body = json!({"first_name": "Load", "last_name": key.trim_start_matches("move-")});
         let r = app.request("POST", "/members", Some(c.key()), Some(body), &[("Idempotency-Key", key)]).await;
         assert_eq!(r.status, 201, "{}", r.body);
