@@ -21,6 +21,7 @@ use crate::{
     auth,
     context::Environment,
     db::is_unique_violation,
+    facilities,
     limits::Store,
     records::{new_id, now},
 };
@@ -48,6 +49,16 @@ pub enum AccountError {
     Invalid(String),
     #[error(transparent)]
     Db(#[from] sea_orm::DbErr),
+}
+
+impl From<facilities::FacilityError> for AccountError {
+    fn from(e: facilities::FacilityError) -> Self {
+        match e {
+            facilities::FacilityError::NotFound => Self::NotFound("facility"),
+            facilities::FacilityError::Invalid(_, message) => Self::Invalid(message),
+            facilities::FacilityError::Db(e) => Self::Db(e),
+        }
+    }
 }
 
 pub type Result<T> = std::result::Result<T, AccountError>;
@@ -103,7 +114,7 @@ pub fn user_has(u: &user::Model, permission: Permission) -> bool {
     u.role == Role::Owner || u.permissions.split(',').any(|p| p.trim() == permission.as_str())
 }
 
-fn check_timezone(tz: &str) -> Result<()> {
+pub(crate) fn check_timezone(tz: &str) -> Result<()> {
     tz.parse::<chrono_tz::Tz>().map(|_| ()).map_err(|_| {
         AccountError::Invalid(format!("unknown time zone {tz:?} (use an IANA name such as Europe/Berlin)"))
     })
@@ -144,15 +155,8 @@ async fn insert_gym(
     }
     .insert(db)
     .await?;
-    facility::ActiveModel {
-        id: Set(new_id()),
-        gym_id: Set(gym.id),
-        name: Set("Main facility".into()),
-        created_at: Set(at),
-        updated_at: Set(at),
-    }
-    .insert(db)
-    .await?;
+    let first = facilities::NewFacility { name: "Main facility".into(), ..Default::default() };
+    facilities::row(gym.id, first, at).insert(db).await?;
     Ok(gym)
 }
 
@@ -200,16 +204,68 @@ pub async fn update_gym(db: &DatabaseConnection, store: &dyn Store, id: Uuid, up
     }
     m.updated_at = Set(now());
     let gym = m.update(db).await?;
+    forget_grants(db, store, id).await?;
+    Ok(gym)
+}
+
+/// Drops the cached grants of the gym's keys (its sandbox's included): what a grant holds of the
+/// gym is read again on the next request.
+async fn forget_grants(db: &impl ConnectionTrait, store: &dyn Store, gym_id: Uuid) -> Result<()> {
     let keys: Vec<String> = api_key::Entity::find()
         .select_only()
         .column(api_key::Column::Fingerprint)
-        .filter(api_key::Column::GymId.eq(id))
+        .filter(api_key::Column::GymId.eq(gym_id))
         .filter(api_key::Column::RevokedAt.is_null())
         .into_tuple()
         .all(db)
         .await?;
     auth::forget(store, &keys).await;
-    Ok(gym)
+    Ok(())
+}
+
+/// The gym whose facilities the actor manages from `owner`'s settings or the CLI: the gym, or
+/// with `sandbox` its sandbox (which must exist).
+pub async fn facilities_gym(db: &impl ConnectionTrait, actor: &Actor, owner: Uuid, sandbox: bool) -> Result<Uuid> {
+    actor.require(Permission::SettingsManage, owner)?;
+    let gym = production_gym(db, owner).await?;
+    if !sandbox {
+        return Ok(gym.id);
+    }
+    Ok(sandbox_of(db, owner).await?.ok_or(AccountError::SandboxRequired)?.id)
+}
+
+/// The facility `id` the actor may manage, and the gym whose settings hold it (for a facility of a
+/// sandbox, its parent).
+pub async fn managed_facility(db: &DatabaseConnection, actor: &Actor, id: Uuid) -> Result<(Uuid, facility::Model)> {
+    match actor {
+        Actor::User(u) => {
+            actor.require(Permission::SettingsManage, u.gym_id)?;
+            let gyms = with_sandbox(db, u.gym_id).await?;
+            Ok((u.gym_id, facilities::find(db, &gyms, id).await?))
+        }
+        Actor::Operator => {
+            let f = facilities::find_any(db, id).await?;
+            let gym = find_gym(db, f.gym_id).await?;
+            Ok((gym.parent_gym_id.unwrap_or(gym.id), f))
+        }
+    }
+}
+
+/// Archives a facility of the gym or its sandbox, moving its members and devices to `move_to`
+/// (see `facilities::archive`); the keys' grants, which name the gym's first open facility, are
+/// read again.
+pub async fn archive_facility(
+    db: &DatabaseConnection,
+    store: &dyn Store,
+    actor: &Actor,
+    (owner, id): (Uuid, Uuid),
+    move_to: Option<Uuid>,
+) -> Result<facilities::Archived> {
+    actor.require(Permission::SettingsManage, owner)?;
+    let gyms = with_sandbox(db, owner).await?;
+    let archived = facilities::archive(db, &gyms, id, move_to).await?;
+    forget_grants(db, store, owner).await?;
+    Ok(archived)
 }
 
 /// The sandbox of a gym, if it has one.
@@ -490,6 +546,7 @@ pub async fn first_facility(
 ) -> std::result::Result<Option<facility::Model>, sea_orm::DbErr> {
     facility::Entity::find()
         .filter(facility::Column::GymId.eq(gym_id))
+        .filter(facility::Column::OpenId.is_not_null())
         .order_by_asc(facility::Column::CreatedAt)
         .order_by_asc(facility::Column::Id)
         .one(db)

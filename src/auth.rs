@@ -424,7 +424,7 @@ async fn resolve(
     })
 }
 
-/// The facility a new member or sale goes to when none is given: the gym's oldest.
+/// The facility a new member or sale goes to when none is given: the gym's oldest open one.
 async fn first_facility(db: &DatabaseConnection, gym_id: Uuid) -> Result<Option<Uuid>, sea_orm::DbErr> {
     use entity::facility::{Column, Entity};
     use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
@@ -432,6 +432,7 @@ async fn first_facility(db: &DatabaseConnection, gym_id: Uuid) -> Result<Option<
         .select_only()
         .column(Column::Id)
         .filter(Column::GymId.eq(gym_id))
+        .filter(Column::OpenId.is_not_null())
         .order_by_asc(Column::CreatedAt)
         .order_by_asc(Column::Id)
         .into_tuple()

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Duration, Utc};
 use entity::{
-    api_key, attendance, device, facility, gym, member, member_membership, membership_plan, product, purchase,
+    api_key, attendance, device, gym, member, member_membership, membership_plan, product, purchase,
     states::{
         AttendanceKind, AttendanceStatus, BillingInterval, DeviceKind, MemberStatus, PaymentStatus, PlanStatus,
         ProductStatus, Role,
@@ -23,7 +23,7 @@ use crate::{
     context::Environment,
     counters,
     db::Writing,
-    frontdesk,
+    facilities, frontdesk,
     members::{self, NewMember},
     records::{new_id, now},
 };
@@ -215,15 +215,8 @@ async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
     let txn = crate::db::begin_writing(db).await?;
     let main_facility =
         accounts::first_facility(&txn, gym_id).await?.ok_or_else(|| anyhow::anyhow!("demo gym has no facility"))?;
-    let second = facility::ActiveModel {
-        id: Set(new_id()),
-        gym_id: Set(gym_id),
-        name: Set("Riverside studio".into()),
-        created_at: Set(at),
-        updated_at: Set(at),
-    }
-    .insert(&txn)
-    .await?;
+    let riverside = facilities::NewFacility { name: "Riverside studio".into(), ..Default::default() };
+    let second = facilities::create(&txn, gym_id, riverside).await?;
     let plans = seed_plans(&txn, gym_id, at).await?;
     let members = seed_members(&txn, gym_id, [main_facility.id, second.id], at, &mut rng).await?;
     seed_memberships(&txn, gym_id, &members, &plans, &mut rng).await?;

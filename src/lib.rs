@@ -20,6 +20,7 @@ pub mod db;
 pub mod demo;
 pub mod devices;
 pub mod errors;
+pub mod facilities;
 pub mod frontdesk;
 pub mod health;
 pub mod import;

@@ -103,6 +103,7 @@ envelopes! {
     MembershipPlanList of MembershipPlan,
     SubscriptionPlanList of SubscriptionPlan,
     ProductList of Product,
+    FacilityList of Facility,
     PurchaseList of Purchase,
     AttendanceList of AttendanceEntry,
     MemberMembershipList of MemberMembership,

@@ -265,9 +265,10 @@ pub async fn check(db: &impl ConnectionTrait, gym_id: Uuid, claims: Claims<'_>) 
     }
     let facility_id = claims.facility_id;
     if let Some(fid) = facility_id {
-        let found = entity::facility::Entity::find_by_id((gym_id, fid)).one(db).await?;
-        if found.is_none() {
-            errors.add("facility_id", "The selected facility_id is not a facility of this gym.");
+        match entity::facility::Entity::find_by_id((gym_id, fid)).one(db).await? {
+            None => errors.add("facility_id", "The selected facility_id is not a facility of this gym."),
+            Some(f) if f.open_id.is_none() => errors.add("facility_id", ARCHIVED_FACILITY),
+            Some(_) => {}
         }
     }
     errors.into_result()
@@ -279,7 +280,9 @@ pub async fn check(db: &impl ConnectionTrait, gym_id: Uuid, claims: Claims<'_>) 
 /// check only then: a write that breaks no rule costs no reads.
 pub async fn refused(db: &impl ConnectionTrait, gym_id: Uuid, claims: Claims<'_>, err: DbErr) -> ApiError {
     use sea_orm::SqlErr;
-    if !matches!(err.sql_err(), Some(SqlErr::UniqueConstraintViolation(_) | SqlErr::ForeignKeyConstraintViolation(_))) {
+    let keyed =
+        matches!(err.sql_err(), Some(SqlErr::UniqueConstraintViolation(_) | SqlErr::ForeignKeyConstraintViolation(_)));
+    if !keyed && !crate::facilities::archived_refusal(&err) {
         return err.into();
     }
     match check(db, gym_id, claims).await {
@@ -288,6 +291,9 @@ pub async fn refused(db: &impl ConnectionTrait, gym_id: Uuid, claims: Claims<'_>
         Ok(()) => taken(err),
     }
 }
+
+/// The 422 message of a facility that was archived (it takes no new members).
+pub const ARCHIVED_FACILITY: &str = "The selected facility_id is archived; choose an open facility.";
 
 /// The 422 message of an email another member of the gym holds.
 pub const EMAIL_TAKEN: &str = "The email has already been taken.";

@@ -24,6 +24,7 @@ mod m20261126_000015_server_secrets;
 mod m20261126_000016_member_membership_lists;
 mod m20261127_000017_keyed_write_guard;
 mod m20261127_000018_frozen_receipts;
+mod m20261127_000019_facility_details;
 pub mod tenancy;
 
 pub struct Migrator;
@@ -50,6 +51,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000016_member_membership_lists::Migration),
             Box::new(m20261127_000017_keyed_write_guard::Migration),
             Box::new(m20261127_000018_frozen_receipts::Migration),
+            Box::new(m20261127_000019_facility_details::Migration),
         ]
     }
 }

@@ -3,6 +3,7 @@
 //! Exit codes: 0 success, 1 failure of the service or database, 2 bad input.
 
 mod device;
+mod facility;
 mod gym;
 mod import;
 mod key;
@@ -77,6 +78,9 @@ enum Command {
     /// Front-desk devices of a gym and its sandbox.
     #[command(subcommand)]
     Device(device::DeviceCommand),
+    /// Facilities (locations) of a gym and its sandbox.
+    #[command(subcommand)]
+    Facility(facility::FacilityCommand),
 }
 
 /// A failure, and whether it was the caller's input.
@@ -173,6 +177,7 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
         Command::Import(a) => import::run(*a).await,
         Command::Webhook(c) => webhook::run(c, &config).await,
         Command::Device(c) => device::run(c, &config).await,
+        Command::Facility(c) => facility::run(c, &config).await,
         Command::Gym(c) => gym::run(c, &config).await,
         Command::Sandbox(c) => gym::sandbox(c, &config).await,
         Command::Key(c) => key::run(c, &config).await,

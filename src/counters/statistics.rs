@@ -49,7 +49,7 @@ async fn statistics_state(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<Sta
         &format!(
             "SELECT CAST({COUNTER} AS BIGINT) AS members, CAST({COUNTER} AS BIGINT) AS purchases, \
              CAST({COUNTER} AS BIGINT) AS memberships, CAST({COUNTER} AS BIGINT) AS attendance, \
-             CAST((SELECT COUNT(*) FROM facilities WHERE gym_id = ?) AS BIGINT) AS facilities"
+             CAST((SELECT COUNT(*) FROM facilities WHERE gym_id = ? AND open_id IS NOT NULL) AS BIGINT) AS facilities"
         ),
     );
     let values: Vec<Value> = vec![

@@ -55,9 +55,12 @@ pub async fn register(
 ) -> Result<device::Model, ApiError> {
     let facility_id = match facility_id {
         Some(id) => {
-            entity::facility::Entity::find_by_id((gym_id, id)).one(db).await?.ok_or_else(|| {
+            let found = entity::facility::Entity::find_by_id((gym_id, id)).one(db).await?.ok_or_else(|| {
                 ApiError::invalid("facility_id", "The selected facility_id is not a facility of this gym.")
             })?;
+            if found.open_id.is_none() {
+                return Err(ApiError::invalid("facility_id", crate::members::ARCHIVED_FACILITY));
+            }
             id
         }
         None => {
@@ -68,7 +71,7 @@ pub async fn register(
         }
     };
     let at = now();
-    Ok(device::ActiveModel {
+    device::ActiveModel {
         gym_id: Set(gym_id),
         id: Set(new_id()),
         facility_id: Set(facility_id),
@@ -79,7 +82,15 @@ pub async fn register(
         updated_at: Set(at),
     }
     .insert(db)
-    .await?)
+    .await
+    .map_err(|e| {
+        // Archived between the look above and the write (the database decides).
+        if crate::facilities::archived_refusal(&e) {
+            ApiError::invalid("facility_id", crate::members::ARCHIVED_FACILITY)
+        } else {
+            e.into()
+        }
+    })
 }
 
 /// The device `id` of the gym, of `kind` when one is given; 404 naming the kind otherwise.
@@ -165,14 +176,21 @@ pub async fn change(
         m.name = Set(name);
     }
     if let Some(facility) = change.facility_id {
-        if entity::facility::Entity::find_by_id((gym_id, facility)).one(db).await?.is_none() {
-            return Err(AccountError::Invalid("that facility is not one of this gym's".into()));
+        match entity::facility::Entity::find_by_id((gym_id, facility)).one(db).await? {
+            None => return Err(AccountError::Invalid("that facility is not one of this gym's".into())),
+            Some(f) if f.open_id.is_none() => return Err(AccountError::Invalid(ARCHIVED.into())),
+            Some(_) => m.facility_id = Set(facility),
         }
-        m.facility_id = Set(facility);
     }
     m.updated_at = Set(now());
-    Ok(m.update(db).await?)
+    m.update(db).await.map_err(|e| {
+        // Archived between the look above and the write (the database decides).
+        if crate::facilities::archived_refusal(&e) { AccountError::Invalid(ARCHIVED.into()) } else { e.into() }
+    })
 }
+
+/// Why a device cannot move to a facility.
+const ARCHIVED: &str = "that facility is archived; it takes no new devices";
 
 /// Removes a device with its rings and commands (they go with it).
 pub async fn remove(db: &DatabaseConnection, actor: &Actor, owner: Uuid, id: Uuid) -> accounts::Result<()> {

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::common::{TestApp, fresh_database};
 
-fn gymapi(database_url: &str, args: &[&str], stdin: Option<&str>) -> Output {
+pub(crate) fn gymapi(database_url: &str, args: &[&str], stdin: Option<&str>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_gymapi"))
         .args(args)
         .env("DATABASE_URL", database_url)
@@ -23,7 +23,7 @@ fn gymapi(database_url: &str, args: &[&str], stdin: Option<&str>) -> Output {
     child.wait_with_output().unwrap()
 }
 
-fn json_of(out: &Output) -> Value {
+pub(crate) fn json_of(out: &Output) -> Value {
     assert!(out.status.success(), "exit {:?}: {}", out.status.code(), String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|_| panic!("not one JSON object: {}", String::from_utf8_lossy(&out.stdout)))

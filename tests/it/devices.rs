@@ -4,12 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use entity::facility;
 use gymapi::{
     accounts::{self, Actor, GymUpdate},
-    records::{new_id, now},
+    records::now,
 };
-use sea_orm::{ActiveModelTrait, Set};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -76,15 +74,8 @@ async fn people(app: &TestApp, gym: &Gym, other_facility: Uuid) -> std::collecti
 }
 
 async fn second_facility(app: &TestApp, gym: &Gym) -> Uuid {
-    let at = now();
-    let f = facility::ActiveModel {
-        gym_id: Set(gym.id),
-        id: Set(new_id()),
-        name: Set("Annex".into()),
-        created_at: Set(at),
-        updated_at: Set(at),
-    };
-    f.insert(&app.db).await.unwrap().id
+    let annex = gymapi::facilities::NewFacility { name: "Annex".into(), ..Default::default() };
+    gymapi::facilities::create(&app.db, gym.id, annex).await.unwrap().id
 }
 
 #[tokio::test]

@@ -15,6 +15,7 @@ mod counter_races;
 mod devices;
 mod durability;
 mod errors;
+mod facilities;
 mod hardening;
 mod import;
 mod import_files;

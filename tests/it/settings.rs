@@ -4,10 +4,8 @@ use entity::states::Role;
 use gymapi::{
     accounts::{self, Permission},
     context::Environment,
-    records::{new_id, now},
 };
 use reqwest::redirect::Policy;
-use sea_orm::{ActiveModelTrait, Set};
 use serde_json::json;
 
 use crate::common::{Gym, TestApp};
@@ -387,16 +385,8 @@ async fn devices_are_renamed_moved_and_removed_by_managers_only() {
     let test_key =
         accounts::create_key(&app.db, &accounts::Actor::Operator, gym.id, Environment::Test, "t").await.unwrap();
     register(test_key.key, "Rehearsal door").await;
-    let annex = entity::facility::ActiveModel {
-        gym_id: Set(gym.id),
-        id: Set(new_id()),
-        name: Set("Annex".into()),
-        created_at: Set(now()),
-        updated_at: Set(now()),
-    }
-    .insert(&app.db)
-    .await
-    .unwrap();
+    let annex = gymapi::facilities::NewFacility { name: "Annex".into(), ..Default::default() };
+    let annex = gymapi::facilities::create(&app.db, gym.id, annex).await.unwrap();
 
     let owner = signed_in(&app, &gym, "owner@iron.example", "owner", &[]).await;
     let page = owner.get("/settings/devices").await;
