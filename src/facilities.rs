@@ -37,6 +37,16 @@ pub enum FacilityError {
 
 pub type Result<T> = std::result::Result<T, FacilityError>;
 
+impl From<FacilityError> for crate::errors::ApiError {
+    fn from(e: FacilityError) -> Self {
+        match e {
+            FacilityError::NotFound => Self::invalid("facility_id", "No such facility of this gym."),
+            FacilityError::Invalid(field, message) => Self::invalid(field, message),
+            FacilityError::Db(e) => e.into(),
+        }
+    }
+}
+
 /// A facility to make: its name, and optionally its own time zone (else the gym's), address and
 /// the id the gym's previous system knew it by.
 #[derive(Debug, Default, Clone)]
@@ -240,7 +250,7 @@ fn still_placed(e: DbErr) -> FacilityError {
     let refused = matches!(e.sql_err(), Some(sea_orm::SqlErr::ForeignKeyConstraintViolation(_)))
         || e.to_string().contains("the facility still has members or devices");
     if refused {
-        let message = "members or devices are still placed in this facility; say where they go (move_to)";
+        let message = "members or devices are still placed in this facility; choose where they move to";
         return FacilityError::Invalid("move_to", message.into());
     }
     e.into()

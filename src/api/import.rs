@@ -21,6 +21,16 @@ impl ImportApi for Handlers {
         Ok(ImportPlansResponse::Ok(Json(r)))
     }
 
+    async fn import_facilities(
+        &self,
+        ctx: &RequestContext,
+        p: ImportFacilitiesParams,
+    ) -> Result<ImportFacilitiesResponse, ApiError> {
+        let r = import::facilities(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
+        self.written(p.dry_run).await;
+        Ok(ImportFacilitiesResponse::Ok(Json(r)))
+    }
+
     async fn import_members(
         &self,
         ctx: &RequestContext,

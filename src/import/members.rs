@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use super::{
     batch::{Batch, check_batch_ids, field, finish, no_facility, planned, run, twice},
+    facilities::facility_refs,
     sql::{Legacy, insert_new, lookup, returned},
 };
 use crate::{
@@ -80,14 +81,19 @@ pub async fn members(
         check_unique(&fresh, ("email", members::EMAIL_TAKEN), email, &taken, &mut errors);
         let card = |r: &ImportMemberRow| r.access_card.value().cloned();
         check_unique(&fresh, ("access_card", members::CARD_TAKEN), card, &cards_taken, &mut errors);
+        let named = fresh.iter().filter_map(|(i, r)| r.facility_legacy_id.value().map(|l| (*i, l.as_str())));
+        let homes = facility_refs(db, gym_id, named, true, &mut errors).await?;
         errors.into_result()?;
-        let facility_id = match facility {
-            Some(f) => f.id,
-            None if fresh.is_empty() => Uuid::nil(),
-            None => return Err(no_facility()),
+        let default = facility.map(|f| f.id);
+        let home = |r: &ImportMemberRow| match r.facility_legacy_id.value() {
+            Some(legacy) => homes.get(legacy).copied().ok_or_else(no_facility),
+            None => default.ok_or_else(no_facility),
         };
         let at = now();
-        let models = fresh.iter().map(|(_, r)| members::row(gym_id, new_member(r, facility_id), at)).collect();
+        let mut models = Vec::with_capacity(fresh.len());
+        for (_, r) in &fresh {
+            models.push(members::row(gym_id, new_member(r, home(r)?), at));
+        }
         planned(FieldErrors::new(), models, at)
     };
     let write = |txn: crate::db::Writing, (models, at): (Vec<member::ActiveModel>, DateTime<Utc>)| async move {

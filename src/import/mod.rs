@@ -11,6 +11,7 @@
 
 mod attendance;
 mod batch;
+mod facilities;
 mod members;
 mod memberships;
 mod plans;
@@ -25,6 +26,7 @@ use uuid::Uuid;
 
 pub use attendance::attendance;
 pub use batch::in_batch;
+pub use facilities::facilities;
 pub use members::members;
 pub use memberships::memberships;
 pub use plans::plans;

@@ -92,7 +92,13 @@ async fn render(state: &AppState, s: &Signed, id: Uuid, error: Option<String>, s
     let gathered = async {
         let d = devices::one_of(&state.db, &s.actor(), s.gym.id, id).await?;
         let names = facility_names(state, s).await?;
-        let choices = accounts::facilities(&state.db, d.gym_id).await?.into_iter().map(|f| (f.id, f.name)).collect();
+        // Open facilities only (an archived one takes no devices), and the one it is in.
+        let choices = accounts::facilities(&state.db, d.gym_id)
+            .await?
+            .into_iter()
+            .filter(|f| f.open_id.is_some() || f.id == d.facility_id)
+            .map(|f| (f.id, f.name))
+            .collect();
         let queue = queues::of(&*state.db, &d).await?;
         Ok::<_, AccountError>((row(&d, s, &names, queue), d.facility_id, choices))
     };

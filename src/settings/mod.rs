@@ -11,6 +11,7 @@
 //! - No logic in the markup ([`pages`]): handlers gather what a page shows, pages only render it.
 
 mod devices;
+mod facilities;
 mod pages;
 pub mod session;
 
@@ -54,6 +55,9 @@ pub fn routes(state: AppState) -> impl Endpoint {
         .at("/integrations/webhooks/endpoints", post(create_endpoint))
         .at("/integrations/webhooks/endpoints/:id/:action", post(endpoint_action))
         .at("/integrations/webhooks/deliveries/:id/redeliver", post(redeliver))
+        .at("/facilities", get(facilities::list).post(facilities::create))
+        .at("/facilities/:id", get(facilities::show).post(facilities::rename))
+        .at("/facilities/:id/archive", post(facilities::archive))
         .at("/devices", get(devices::list))
         .at("/devices/:id", get(devices::show).post(devices::update))
         .at("/devices/:id/remove", post(devices::remove))

@@ -169,6 +169,51 @@ async function signIn(context, email, name) {
   await till.getByText(/Last error: Card blocked/).waitFor();
   await check(page, "owner-devices-counter");
 
+  // Facilities: a second studio added on the page; a door there denies a member of the main
+  // facility; archived, it hands its member and its door back to the main facility.
+  const integration = async (method, path, body) => {
+    const r = await fetch(`${BASE}/api/v1${path}`, {
+      method,
+      headers: { Authorization: `Bearer ${DEVICE_KEY}`, "Content-Type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: r.status, body: await r.json() };
+  };
+  await page.getByRole("link", { name: "Facilities" }).click();
+  await page.getByRole("row", { name: /Main facility/ }).first().waitFor();
+  await check(page, "owner-facilities");
+  await page.getByLabel("Name").fill("Moon base");
+  await page.getByLabel("Time zone (optional: the gym's)").fill("Mars/Base");
+  await page.getByRole("button", { name: "Add facility" }).click();
+  await page.getByText(/Unknown time zone "Mars\/Base"/).waitFor();
+  await page.getByLabel("Name").fill("Riverside studio");
+  await page.getByLabel("Address (optional)").fill("1 River Road");
+  await page.getByLabel("Time zone (optional: the gym's)").fill("Europe/London");
+  await page.getByLabel("Environment").selectOption("live");
+  await page.getByRole("button", { name: "Add facility" }).click();
+  await page.getByRole("row", { name: /Riverside studio/ }).waitFor();
+  const listed = (await integration("GET", "/facilities")).body;
+  assert.equal(listed.meta.total, 2);
+  const river = listed.data.find((f) => f.name === "Riverside studio");
+  const main = listed.data.find((f) => f.name === "Main facility");
+  assert.equal(river.timezone, "Europe/London");
+  const ada = await integration("POST", "/members", { first_name: "Ada", last_name: "Main" });
+  assert.equal(ada.body.facility_id, main.id);
+  const bo = await integration("POST", "/members", { first_name: "Bo", last_name: "River", facility_id: river.id });
+  assert.equal(bo.status, 201);
+  const riverDoor = await device("POST", "/devices", { kind: "door", name: "River door", facility_id: river.id });
+  const denied = await device("POST", `/doors/${riverDoor.body.id}/access`, { member_id: ada.body.id });
+  assert.equal(denied.body.reason, "wrong_facility");
+  assert.equal((await integration("GET", "/statistics")).body.facilities, 2);
+  await page.getByRole("link", { name: "Edit Riverside studio" }).click();
+  await check(page, "owner-facility-edit");
+  await page.getByLabel("Move its members and devices to").selectOption({ label: "Main facility" });
+  await page.getByRole("button", { name: "Archive facility" }).click();
+  await page.getByRole("row", { name: /Riverside studio/ }).getByText(/Archived/).waitFor();
+  assert.equal((await integration("GET", `/members/${bo.body.id}`)).body.facility_id, main.id);
+  assert.equal((await device("GET", `/devices/${riverDoor.body.id}`)).body.facility_id, main.id);
+  assert.equal((await integration("GET", "/statistics")).body.facilities, 1);
+
   // A form posted from elsewhere (no CSRF token) is refused.
   const forged = await page.request.post(`${BASE}/settings/integrations/api/keys`, {
     form: { name: "Forged", environment: "live" },
@@ -192,6 +237,10 @@ async function signIn(context, email, name) {
   await page.getByRole("link", { name: "Webhooks" }).click();
   await check(page, "employee-webhooks-phone");
   assert.equal(await page.getByRole("button", { name: "Add endpoint" }).count(), 0);
+  await page.getByRole("link", { name: "Facilities" }).click();
+  await page.getByRole("row", { name: /Riverside studio/ }).waitFor();
+  assert.equal(await page.getByRole("button", { name: "Add facility" }).count(), 0);
+  await check(page, "employee-facilities-phone");
   await page.getByRole("link", { name: "Devices" }).click();
   await page.getByRole("row", { name: /Counter bell/ }).waitFor();
   assert.equal(await page.getByRole("link", { name: /^Edit/ }).count(), 0);

@@ -188,7 +188,14 @@ async fn a_gym_moves_between_workers_and_is_isolated_while_it_is_used() {
     let to = other_worker(&app.db, from).await;
     let moving = t0.elapsed();
     let started = Instant::now();
-    let move_group = format!("SELECT citus_move_shard_placement({shard}, '127.0.0.1', {from}, '127.0.0.1', {to})");
+    // `block_writes` as docs/scaling.md says: with Citus's default (logical replication) one
+    // acknowledged keyed write in about fifty runs was missing afterwards, member and idempotency
+    // record both. `TEST_CITUS_MOVE_MODE=force_logical` runs the test that way.
+    let mode = std::env::var("TEST_CITUS_MOVE_MODE").unwrap_or_else(|_| "block_writes".into());
+    let move_group = format!(
+        "SELECT citus_move_shard_placement({shard}, '127.0.0.1', {from}, '127.0.0.1', {to}, \
+         shard_transfer_mode => '{mode}')"
+    );
     app.db.execute_unprepared(&move_group).await.unwrap();
     let moved_in = started.elapsed();
     assert_eq!(placement_of(&app.db, "members", gym).await.1, to, "the shard did not move");

@@ -100,7 +100,7 @@ async fn archive_moves_everyone(
     (main, river): (&str, &str),
     (member, door): (&Value, &Value),
 ) {
-    cli_refuses(app, &["facility", "archive", river], "say where they go (move_to)");
+    cli_refuses(app, &["facility", "archive", river], "choose where they move to");
     let archived = cli(app, &["facility", "archive", river, "--move-to", main, "--json"]);
     assert_eq!((archived["members_moved"].as_u64(), archived["devices_moved"].as_u64()), (Some(1), Some(1)));
     assert!(archived["archived_at"].is_string());

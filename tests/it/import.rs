@@ -125,7 +125,10 @@ async fn every_kind_imports_and_appears_in_its_read_endpoint() {
     assert_eq!(status.status, 200);
     let entities = status.body["entities"].as_array().unwrap();
     let order: Vec<&str> = entities.iter().map(|e| e["entity"].as_str().unwrap()).collect();
-    assert_eq!(order, ["plans", "members", "memberships", "attendance", "access_logs", "products", "purchases"]);
+    assert_eq!(
+        order,
+        ["plans", "members", "memberships", "attendance", "access_logs", "products", "purchases", "facilities"]
+    );
     assert_eq!(entities[3]["received"], 4);
     assert_eq!(entities[3]["created"], 4);
     assert!(entities[3]["last_batch_at"].is_string());

@@ -379,3 +379,48 @@ async fn the_rejects_file_is_safe_to_open_and_imports_the_original_values() {
         (Some("'quoted"), Some(hyperlink), Some("+49 170 1234567"), Some("=cmd|' /C calc'!A0"))
     );
 }
+
+/// A chain's export: its studios, and members naming theirs. `--dir` imports the facilities
+/// first, and each member lands in the studio the old system had them in; a member naming a
+/// studio that was never imported is refused on that row.
+#[tokio::test]
+async fn members_land_in_the_facilities_the_old_system_had_them_in() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym_in("Chain", "Europe/Berlin").await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("facilities.csv"),
+        "legacy_id,name,timezone\nS1,City studio,\nS2,Lake studio,Europe/Vienna\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("members.csv"),
+        "legacy_id,first_name,last_name,facility_legacy_id\nM1,Ada,City,S1\nM2,Bo,Lake,S2\nM3,Cy,Default,\n",
+    )
+    .unwrap();
+    import(&app, &gym.live_key, &["--dir", path(dir.path())]).await;
+    let studios = app.get(&gym.live_key, "/facilities").await.body;
+    let id_of = |legacy: &str| {
+        let all = studios["data"].as_array().unwrap();
+        all.iter().find(|f| f["legacy_id"] == legacy).map(|f| f["id"].as_str().unwrap().to_string()).unwrap()
+    };
+    assert_eq!(studios["meta"]["total"], 3, "the first facility and two imported: {studios}");
+    let members = app.get(&gym.live_key, "/members?per_page=100").await.body;
+    let home = |legacy: &str| {
+        let all = members["data"].as_array().unwrap();
+        all.iter().find(|m| m["legacy_id"] == legacy).map(|m| m["facility_id"].as_str().unwrap().to_string()).unwrap()
+    };
+    assert_eq!(home("M1"), id_of("S1"));
+    assert_eq!(home("M2"), id_of("S2"));
+    let first = gymapi::accounts::first_facility(&app.db, gym.id).await.unwrap().unwrap();
+    assert_eq!(home("M3"), first.id.to_string());
+
+    let rows = serde_json::json!({"rows": [{"legacy_id": "M4", "first_name": "Di", "last_name": "Lost", "facility_legacy_id": "S9"}]});
+    let refused = app.request("POST", "/import/members", Some(&gym.live_key), Some(rows), &[]).await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert!(
+        refused.body["errors"]["rows.0.facility_legacy_id"][0].as_str().unwrap().contains("S9"),
+        "{}",
+        refused.body
+    );
+}

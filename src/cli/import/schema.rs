@@ -10,6 +10,7 @@ use super::ClientError;
 /// A kind of `POST /import/{entity}`, in the order the server needs them (references point back).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(super) enum Entity {
+    Facilities,
     Plans,
     Members,
     Memberships,
@@ -20,7 +21,8 @@ pub(super) enum Entity {
 }
 
 impl Entity {
-    pub(super) const ALL: [Entity; 7] = [
+    pub(super) const ALL: [Entity; 8] = [
+        Entity::Facilities,
         Entity::Plans,
         Entity::Members,
         Entity::Memberships,
@@ -32,6 +34,7 @@ impl Entity {
 
     pub(super) fn name(self) -> &'static str {
         match self {
+            Entity::Facilities => "facilities",
             Entity::Plans => "plans",
             Entity::Members => "members",
             Entity::Memberships => "memberships",
@@ -45,7 +48,7 @@ impl Entity {
     pub(super) fn parse(name: &str) -> Result<Self, ClientError> {
         Self::ALL.into_iter().find(|e| e.name() == name).ok_or_else(|| {
             ClientError::BadInput(format!(
-                "unknown entity {name:?}; one of: plans, members, memberships, attendance, access_logs, products, purchases"
+                "unknown entity {name:?}; one of: facilities, plans, members, memberships, attendance, access_logs, products, purchases"
             ))
         })
     }
