@@ -8,7 +8,7 @@ use crate::{
     context::RequestContext,
     errors::{ApiError, FieldErrors},
     frontdesk::{
-        bell,
+        bell, devices,
         door::{self, Denial, Who},
     },
     openapi::devices::*,
@@ -50,7 +50,9 @@ impl DoorsApi for DeviceHandlers {
         ctx: &RequestContext,
         p: DecideAccessParams,
     ) -> Result<DecideAccessResponse, ApiError> {
-        let door = self.device(ctx, &p.device_id, Some(DeviceKind::Door)).await?;
+        // Boxed as `DeviceHandlers::device` boxes its lookup (docs/performance.md).
+        let (door, facility_tz) = Box::pin(devices::find_door(self.db(), ctx.tenant.gym_id, &p.device_id)).await?;
+        self.state.heartbeats.seen(self.db().orm(), door.gym_id, door.id);
         let who = match (p.body.member_id, p.body.card) {
             (Some(id), None) => Who::Member(id),
             (None, Some(card)) => Who::Card(card),
@@ -60,7 +62,7 @@ impl DoorsApi for DeviceHandlers {
                 return Err(ApiError::Validation(errors));
             }
         };
-        let tz: Tz = ctx.tenant.timezone.parse().unwrap_or(Tz::UTC);
+        let tz: Tz = facility_tz.as_deref().unwrap_or(&ctx.tenant.timezone).parse().unwrap_or(Tz::UTC);
         let (decision, queued) = door::decide(self.db(), &door, tz, &who).await?;
         crate::webhooks::wake_if(&self.state.webhooks, queued).await;
         let e = decision.entry;

@@ -109,6 +109,31 @@ pub async fn find(
         .ok_or_else(missing)
 }
 
+/// The door `id` of the gym with the time zone its facility keeps (`None`: the gym's), in one
+/// statement: a door's "today" is its facility's.
+pub async fn find_door(
+    db: &impl ConnectionTrait,
+    gym_id: Uuid,
+    id: &str,
+) -> Result<(device::Model, Option<String>), ApiError> {
+    use sea_orm::{FromQueryResult, Statement};
+    let missing = || ApiError::not_found(noun(Some(DeviceKind::Door)), id);
+    let uuid = Uuid::parse_str(id).map_err(|_| missing())?;
+    let backend = db.get_database_backend();
+    let sql = crate::db::placeholders(
+        backend,
+        "SELECT d.*, f.timezone AS facility_timezone FROM devices d \
+         JOIN facilities f ON f.gym_id = d.gym_id AND f.id = d.facility_id WHERE d.gym_id = ? AND d.id = ?",
+    );
+    let row = db.query_one(Statement::from_sql_and_values(backend, sql, [gym_id.into(), uuid.into()])).await?;
+    let Some(row) = row else { return Err(missing()) };
+    let door = device::Model::from_query_result(&row, "")?;
+    if door.kind != DeviceKind::Door {
+        return Err(missing());
+    }
+    Ok((door, row.try_get::<Option<String>>("", "facility_timezone")?))
+}
+
 /// The devices of a gym and of its sandbox, oldest first, for the settings area and the CLI.
 pub async fn all_of(db: &impl ConnectionTrait, actor: &Actor, gym_id: Uuid) -> accounts::Result<Vec<device::Model>> {
     actor.require_view(gym_id)?;

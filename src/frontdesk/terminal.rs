@@ -159,7 +159,7 @@ pub async fn report(
     let audience = webhooks::audience(db, gym_id, EventType::PurchaseUpdated).await?;
     // What an approval's receipt is frozen with, read before the transaction holds any lock.
     let gym = match report {
-        Report::Approved { .. } => entity::gym::Entity::find_by_id(gym_id).one(db).await?,
+        Report::Approved { .. } => receipt_heading(db, gym_id, job.facility_id).await?,
         Report::Declined { .. } => None,
     };
     let txn = begin_writing(db).await?;
@@ -314,4 +314,19 @@ async fn settle(
     };
     writes.run(txn).await?;
     Ok((job, receipt, queued))
+}
+
+/// The gym as a receipt of its facility `facility_id` names it: the gym's name, in the
+/// facility's own time zone where it keeps one.
+async fn receipt_heading(db: &Db, gym_id: Uuid, facility_id: Uuid) -> Result<Option<entity::gym::Model>, ApiError> {
+    let (gym, facility) = tokio::try_join!(
+        entity::gym::Entity::find_by_id(gym_id).one(db),
+        entity::facility::Entity::find_by_id((gym_id, facility_id)).one(db),
+    )?;
+    Ok(gym.map(|mut g| {
+        if let Some(tz) = facility.and_then(|f| f.timezone) {
+            g.timezone = tz;
+        }
+        g
+    }))
 }

@@ -179,3 +179,65 @@ async fn an_archive_and_a_new_member_racing_never_leave_the_member_behind() {
     }
     println!("{written} members written and moved, {refused} refused");
 }
+
+/// A door's "today" is its facility's: a gym keeping Pago Pago's time (UTC−11) with a studio on
+/// Kiritimati (UTC+14), whose calendars never show the same day. A membership that starts on the
+/// studio's today lets the member through the studio's door, while by the gym's calendar it has
+/// not started yet.
+#[tokio::test]
+async fn a_door_counts_days_in_its_facilitys_time_zone() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym_in("Date line", "Pacific/Pago_Pago").await;
+    let k = &gym.live_key;
+    let facilities = json!({"rows": [{"legacy_id": "KIR", "name": "Island studio", "timezone": "Pacific/Kiritimati"}]});
+    assert_eq!(app.post(k, "/import/facilities", facilities).await.status, 200);
+    let plans = json!({"rows": [{"legacy_id": "P", "kind": "membership", "name": "Open", "price": {"amount": 100, "currency": "EUR"}, "duration_days": 30}]});
+    assert_eq!(app.post(k, "/import/plans", plans).await.status, 200);
+    let members =
+        json!({"rows": [{"legacy_id": "M", "first_name": "Kiri", "last_name": "Early", "facility_legacy_id": "KIR"}]});
+    assert_eq!(app.post(k, "/import/members", members).await.status, 200);
+    let island_today = gymapi::records::now().with_timezone(&chrono_tz::Pacific::Kiritimati).date_naive();
+    let holding = json!({"rows": [{"legacy_id": "H", "member_legacy_id": "M", "plan_legacy_id": "P", "starts_on": island_today.to_string()}]});
+    assert_eq!(app.post(k, "/import/memberships", holding).await.status, 200);
+    let member = app.get(k, "/members?per_page=1").await.body["data"][0].clone();
+    let island = member["facility_id"].as_str().unwrap();
+    let door = json!({"kind": "door", "name": "Island door", "facility_id": island});
+    let door = app.device("POST", "/devices", k, Some(door), &[]).await.body["id"].as_str().unwrap().to_string();
+    let asked =
+        app.device("POST", &format!("/doors/{door}/access"), k, Some(json!({"member_id": member["id"]})), &[]).await;
+    assert_eq!(asked.body["decision"], "granted", "{}", asked.body);
+}
+
+/// A receipt's local time is its facility's: the island studio's sale prints in Kiritimati's time.
+#[tokio::test]
+async fn a_receipt_is_printed_in_its_facilitys_time_zone() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym_in("Receipts", "Pacific/Pago_Pago").await;
+    let k = gym.live_key.clone();
+    let facilities = json!({"rows": [{"legacy_id": "KIR", "name": "Island studio", "timezone": "Pacific/Kiritimati"}]});
+    assert_eq!(app.post(&k, "/import/facilities", facilities).await.status, 200);
+    let island = app.get(&k, "/facilities").await.body["data"][0]["id"].as_str().unwrap().to_string();
+    let product = json!({"rows": [{"legacy_id": "BAR", "name": "Bar", "price": {"amount": 250, "currency": "EUR"}}]});
+    assert_eq!(app.post(&k, "/import/products", product).await.status, 200);
+    let bar = app.get(&k, "/products").await.body["data"][0]["id"].as_str().unwrap().to_string();
+    let at_island = |kind: &str| json!({"kind": kind, "name": kind, "facility_id": island});
+    let mut ids = Vec::new();
+    for kind in ["kiosk", "card_terminal", "fiscal_printer"] {
+        ids.push(
+            app.device("POST", "/devices", &k, Some(at_island(kind)), &[]).await.body["id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    let [kiosk, terminal, printer] = <[String; 3]>::try_from(ids).unwrap();
+    let c = crate::counter::Counter { gym, kiosk, terminal, printer, products: [("bar", bar)].into() };
+    let order = c.order(&app, json!([{"product_id": c.products["bar"], "quantity": 1}])).await;
+    assert_eq!(order.status, 201, "{}", order.body);
+    let jobs = c.take_payment(&app, &c.terminal).await;
+    let report = c.report_payment(&app, &c.terminal, jobs[0]["id"].as_str().unwrap(), crate::counter::approved()).await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    let printed = app.device("GET", &format!("/printers/{}/jobs?wait=0", c.printer), &k, None, &[]).await;
+    let receipt = &printed.body["data"][0]["receipt"];
+    assert_eq!(receipt["timezone"], "Pacific/Kiritimati", "{}", printed.body);
+}
