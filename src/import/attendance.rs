@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::{
     batch::{Batch, default_facility, field, finish, fresh_rows, missing, planned, run},
+    facilities::facility_refs,
     members::member_refs,
     sql::{Legacy, insert_new, returned},
 };
@@ -52,22 +53,33 @@ pub async fn attendance(
             fresh.iter().filter_map(|(_, r)| r.member_legacy_id.value().map(String::as_str)).collect(),
         )
         .await?;
-        let unattributed = fresh.iter().any(|(_, r)| r.member_legacy_id.value().is_none());
-        let fallback = if unattributed { Some(default_facility(db, gym_id).await?) } else { None };
+        let named = fresh.iter().filter_map(|(i, r)| r.facility_legacy_id.value().map(|l| (*i, l.as_str())));
+        let places = facility_refs(db, gym_id, named, false, &mut errors).await?;
+        let unplaced =
+            |r: &ImportAttendanceRow| r.member_legacy_id.value().is_none() && r.facility_legacy_id.value().is_none();
+        let fallback =
+            if fresh.iter().any(|(_, r)| unplaced(r)) { Some(default_facility(db, gym_id).await?) } else { None };
         let at = now();
         let mut models = Vec::with_capacity(fresh.len());
         for (i, r) in fresh {
-            let (member_id, facility_id) = match (r.member_legacy_id.value(), fallback) {
-                (Some(legacy), _) => match members.get(legacy) {
-                    Some((id, facility)) => (Some(*id), *facility),
+            let member = match r.member_legacy_id.value() {
+                Some(legacy) => match members.get(legacy) {
+                    Some(found) => Some(*found),
                     None => {
                         errors.add(field(i, "member_legacy_id"), missing("member", legacy));
                         continue;
                     }
                 },
-                (None, Some(facility)) => (None, facility),
-                (None, None) => continue,
+                None => None,
             };
+            // Where it happened: the facility named, else the member's home, else the gym's first.
+            let named = r.facility_legacy_id.value().map(|l| places.get(l).copied());
+            let facility_id = match (named, member, fallback) {
+                (Some(Some(f)), _, _) | (None, Some((_, f)), _) | (None, None, Some(f)) => f,
+                // Named but not imported (a 422 already), or no facility at all.
+                _ => continue,
+            };
+            let member_id = member.map(|(id, _)| id);
             models.push(attendance::ActiveModel {
                 id: Set(new_id()),
                 gym_id: Set(gym_id),

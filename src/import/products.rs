@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::{
     batch::{Batch, check_batch_ids, field, fresh_rows, missing, planned, run, write_counted},
+    facilities::facility_refs,
     members::member_refs,
     sql::{Legacy, lookup},
 };
@@ -96,6 +97,8 @@ pub async fn purchases(
                 fresh.iter().filter_map(|(_, r)| r.product_legacy_id.value().map(String::as_str)).collect()
             ),
         )?;
+        let named = fresh.iter().filter_map(|(i, r)| r.facility_legacy_id.value().map(|l| (*i, l.as_str())));
+        let places = facility_refs(db, gym_id, named, false, &mut errors).await?;
         // A reference given must name a row imported earlier; none given is none.
         let mut resolve = |i: usize, name: &str, kind: &str, legacy: Option<&String>, found: Option<Uuid>| match legacy
         {
@@ -128,7 +131,7 @@ pub async fn purchases(
                 created_at: Set(at),
                 updated_at: Set(at),
                 device_id: Set(None),
-                facility_id: Set(None),
+                facility_id: Set(r.facility_legacy_id.value().and_then(|l| places.get(l).copied())),
                 receipt_number: Set(None),
             });
         }

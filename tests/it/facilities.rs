@@ -241,3 +241,41 @@ async fn a_receipt_is_printed_in_its_facilitys_time_zone() {
     let receipt = &printed.body["data"][0]["receipt"];
     assert_eq!(receipt["timezone"], "Pacific/Kiritimati", "{}", printed.body);
 }
+
+/// History names where it happened: a check-in and a sale imported with `facility_legacy_id`
+/// keep that facility (an archived one too); a name never imported is 422 on its row.
+#[tokio::test]
+async fn imported_history_keeps_the_facility_it_happened_at() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("History").await;
+    let k = &gym.live_key;
+    let facilities = json!({"rows": [{"legacy_id": "OLD", "name": "Closed studio"}]});
+    assert_eq!(app.post(k, "/import/facilities", facilities).await.status, 200);
+    let old = app.get(k, "/facilities").await.body["data"][0]["id"].as_str().unwrap().to_string();
+    let main = gymapi::accounts::first_facility(&app.db, gym.id).await.unwrap().unwrap().id.to_string();
+    let operator = gymapi::accounts::Actor::Operator;
+    let store = gymapi::limits::MemoryStore::default();
+    let archive = (gym.id, old.parse().unwrap());
+    gymapi::accounts::archive_facility(&app.db, &store, &operator, archive, None).await.unwrap();
+
+    let members = json!({"rows": [{"legacy_id": "M", "first_name": "Old", "last_name": "Timer"}]});
+    assert_eq!(app.post(k, "/import/members", members).await.status, 200);
+    let visit = |legacy: &str, place: Option<&str>| json!({"legacy_id": legacy, "member_legacy_id": "M", "occurred_at": "2024-03-01T08:00:00Z", "facility_legacy_id": place});
+    let visits = json!({"rows": [visit("A1", Some("OLD")), visit("A2", None)]});
+    assert_eq!(app.post(k, "/import/attendance", visits).await.status, 200);
+    let entries = app.get(k, "/attendance?per_page=10").await.body;
+    let at = |legacy: &str| {
+        let all = entries["data"].as_array().unwrap();
+        all.iter().find(|e| e["legacy_id"] == legacy).map(|e| e["facility_id"].as_str().unwrap().to_string()).unwrap()
+    };
+    assert_eq!((at("A1"), at("A2")), (old.clone(), main), "named, else the member's home");
+
+    let sale = json!({"rows": [{"legacy_id": "S", "description": "Shake", "total": {"amount": 300, "currency": "EUR"}, "payment_status": "paid", "purchased_at": "2024-03-01T09:00:00Z", "facility_legacy_id": "OLD"}]});
+    assert_eq!(app.post(k, "/import/purchases", sale).await.status, 200);
+    assert_eq!(app.get(k, "/purchases").await.body["data"][0]["facility_id"], old.as_str());
+    let unknown =
+        json!({"rows": [{"legacy_id": "A3", "occurred_at": "2024-03-02T08:00:00Z", "facility_legacy_id": "NOPE"}]});
+    let refused = app.post(k, "/import/access_logs", unknown).await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert!(refused.body["errors"]["rows.0.facility_legacy_id"].is_array(), "{}", refused.body);
+}
