@@ -19,6 +19,10 @@ use crate::{
     webhooks::{self, Audience, EventType, Queued},
 };
 
+/// The largest amount the documents allow (`Money.amount`, minor units): sums of amounts, such as a
+/// month's revenue, stay exact in 64 bits.
+pub const MAX_AMOUNT: i64 = 1_000_000_000_000;
+
 /// An amount in minor units of `currency`, as the API writes it.
 pub fn money(amount: i64, currency: &str) -> Money {
     Money { amount, currency: currency.to_string() }

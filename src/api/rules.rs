@@ -43,6 +43,7 @@ impl Rules for WriteRules {
                     let id = path.rsplit('/').next().and_then(|id| Uuid::parse_str(id).ok());
                     member(db, gym_id, id, body, refused).await
                 }
+                "importFacilities" => rows(body, refused, |r| import::facilities(db, gym_id, r, true)).await,
                 "importPlans" => rows(body, refused, |r| import::plans(db, gym_id, r, true)).await,
                 "importMembers" => rows(body, refused, |r| import::members(db, gym_id, r, true)).await,
                 "importMemberships" => rows(body, refused, |r| import::memberships(db, gym_id, r, true)).await,

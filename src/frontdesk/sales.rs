@@ -192,7 +192,8 @@ async fn price(
             None => errors.add(format!("lines.{i}.quantity"), "The line's amount is too large."),
         }
     }
-    if errors.is_empty() && priced.iter().try_fold(0i64, |sum, l| sum.checked_add(l.line_amount)).is_none() {
+    let total = priced.iter().try_fold(0i64, |sum, l| sum.checked_add(l.line_amount));
+    if errors.is_empty() && total.is_none_or(|t| t > crate::purchases::MAX_AMOUNT) {
         errors.add("lines", "The order's total is too large.");
     }
     Ok(priced)

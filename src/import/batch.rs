@@ -98,6 +98,14 @@ pub(super) fn check_batch_ids<'a>(ids: impl Iterator<Item = &'a str>, errors: &m
     }
 }
 
+/// An amount a row sends (`rows.I.{name}.amount`) beyond `purchases::MAX_AMOUNT` is a 422.
+pub(super) fn check_amount(i: usize, name: &str, amount: i64, errors: &mut FieldErrors) {
+    if amount > crate::purchases::MAX_AMOUNT {
+        let message = format!("The amount must not be greater than {}.", crate::purchases::MAX_AMOUNT);
+        errors.add(field(i, &format!("{name}.amount")), message);
+    }
+}
+
 pub(super) fn missing(kind: &str, legacy_id: &str) -> String {
     format!("No {kind} with legacy_id \"{legacy_id}\" has been imported.")
 }

@@ -9,7 +9,7 @@ use sea_orm::{ActiveValue::Set, ConnectionTrait, DatabaseConnection, DbErr};
 use uuid::Uuid;
 
 use super::{
-    batch::{Batch, check_batch_ids, finish, run},
+    batch::{Batch, check_amount, check_batch_ids, finish, run},
     sql::{Legacy, add_counts, insert_new, lookup, returned},
 };
 use crate::{
@@ -41,6 +41,13 @@ pub async fn plans(
     let validate = || async {
         let mut errors = FieldErrors::new();
         check_batch_ids(rows.iter().map(legacy_id), &mut errors);
+        for (i, r) in rows.iter().enumerate() {
+            let price = match r {
+                ImportPlanRow::Membership(m) => m.price.amount,
+                ImportPlanRow::Subscription(s) => s.price.amount,
+            };
+            check_amount(i, "price", price, &mut errors);
+        }
         let existing = plan_refs(db, gym_id, rows.iter().map(legacy_id).collect()).await?;
         errors.into_result()?;
         let at = now();

@@ -12,7 +12,7 @@ use sea_orm::{ActiveValue::Set, ConnectionTrait, DatabaseConnection, DbErr};
 use uuid::Uuid;
 
 use super::{
-    batch::{Batch, check_batch_ids, field, fresh_rows, missing, planned, run, write_counted},
+    batch::{Batch, check_amount, check_batch_ids, field, fresh_rows, missing, planned, run, write_counted},
     facilities::facility_refs,
     members::member_refs,
     sql::{Legacy, lookup},
@@ -34,6 +34,9 @@ pub async fn products(
     let validate = || async {
         let mut errors = FieldErrors::new();
         check_batch_ids(rows.iter().map(|r| r.legacy_id.as_str()), &mut errors);
+        for (i, r) in rows.iter().enumerate() {
+            check_amount(i, "price", r.price.amount, &mut errors);
+        }
         errors.into_result()?;
         let existing = product_refs(db, gym_id, rows.iter().map(|r| r.legacy_id.as_str()).collect()).await?;
         let at = now();
@@ -97,6 +100,9 @@ pub async fn purchases(
                 fresh.iter().filter_map(|(_, r)| r.product_legacy_id.value().map(String::as_str)).collect()
             ),
         )?;
+        for (i, r) in &fresh {
+            check_amount(*i, "total", r.total.amount, &mut errors);
+        }
         let named = fresh.iter().filter_map(|(i, r)| r.facility_legacy_id.value().map(|l| (*i, l.as_str())));
         let places = facility_refs(db, gym_id, named, false, &mut errors).await?;
         // A reference given must name a row imported earlier; none given is none.

@@ -330,3 +330,37 @@ async fn inside_a_transaction(watcher: &sea_orm::DatabaseConnection) -> i64 {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Amounts are bounded where they enter, so sums stay exact: a product priced beyond 10^12 minor
+/// units is 422 naming the row's amount (it once broke `GET /statistics` for good with a 500),
+/// an order whose total would pass the bound is 422, and sales at the bound still sum exactly.
+#[tokio::test]
+async fn amounts_are_bounded_where_they_enter_and_sums_stay_exact() {
+    let app = TestApp::spawn().await;
+    let c = crate::counter::counter(&app, "Big tickets").await;
+    let eur = |amount: i64| serde_json::json!({"amount": amount, "currency": "EUR"});
+    let huge =
+        serde_json::json!({"rows": [{"legacy_id": "HUGE", "name": "Yacht", "price": eur(9_000_000_000_000_000_000)}]});
+    let refused = app.post(c.key(), "/import/products", huge).await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert!(refused.body["errors"]["rows.0.price.amount"].is_array(), "{}", refused.body);
+    let sale = serde_json::json!({"rows": [{"legacy_id": "S", "description": "x", "total": eur(1_000_000_000_001), "payment_status": "paid", "purchased_at": "2024-01-01T00:00:00Z"}]});
+    assert_eq!(app.post(c.key(), "/import/purchases", sale).await.status, 422);
+
+    let gold =
+        serde_json::json!({"rows": [{"legacy_id": "GOLD", "name": "Gold bar", "price": eur(1_000_000_000_000)}]});
+    assert_eq!(app.post(c.key(), "/import/products", gold).await.status, 200);
+    let products = app.get(c.key(), "/products?per_page=100").await.body;
+    let gold = products["data"].as_array().unwrap().iter().find(|p| p["name"] == "Gold bar").unwrap()["id"].clone();
+    let two = c.order(&app, serde_json::json!([{"product_id": gold, "quantity": 2}])).await;
+    assert_eq!(two.status, 422, "{}", two.body);
+    for _ in 0..3 {
+        assert_eq!(c.order(&app, serde_json::json!([{"product_id": gold, "quantity": 1}])).await.status, 201);
+        let jobs = c.take_payment(&app, &c.terminal).await;
+        let job = jobs[0]["id"].as_str().unwrap();
+        assert_eq!(c.report_payment(&app, &c.terminal, job, crate::counter::approved()).await.status, 200);
+    }
+    let stats = app.get(c.key(), "/statistics").await;
+    assert_eq!(stats.status, 200, "{}", stats.body);
+    assert_eq!(stats.body["revenue_this_month"]["paid"][0]["amount"], 3_000_000_000_000_i64);
+}
