@@ -1,4 +1,4 @@
-//! Configuration from the environment (see the README's table). Defaults are the documented ones
+//! Configuration from the environment (see docs/configuration.md). Defaults are the documented ones
 //! (openapi.yaml: 120 requests a minute, a 24 h idempotency window; a 24 h roll grace).
 
 use std::{env, net::SocketAddr, time::Duration};
