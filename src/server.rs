@@ -1,7 +1,7 @@
 //! Running the service: bind, accept connections up to a cap, serve each with hyper under the
 //! configured limits, shut down gracefully.
 //!
-//! The limits every connection is held to (README, "Configuration"): at most `max_connections`
+//! The limits every connection is held to (docs/configuration.md): at most `max_connections`
 //! open at once (one more is answered 503 and closed, never left waiting); a request's head must
 //! arrive within `header_timeout` of the connection starting to wait for it, which also closes a
 //! connection that sends nothing, or stays idle between requests, for that long; its body within `body_timeout` (the edge,
