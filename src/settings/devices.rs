@@ -12,7 +12,7 @@ use poem::{
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::{CsrfForm, Signed, html, pages, redirect, refused, signed, signed_form};
+use super::{CsrfForm, Signed, html, pages, redirect, refused, sentence, signed, signed_form};
 use crate::{
     accounts::{self, AccountError},
     frontdesk::{
@@ -154,11 +154,7 @@ pub(super) async fn update(
     match devices::change(&state.db, &s.actor(), s.gym.id, id, change).await {
         Ok(_) => redirect("/settings/devices"),
         Err(AccountError::Invalid(reason)) => {
-            let mut message = reason;
-            if let Some(first) = message.get_mut(..1) {
-                first.make_ascii_uppercase();
-            }
-            render(&state, &s, id, Some(format!("{message}.")), StatusCode::UNPROCESSABLE_ENTITY).await
+            render(&state, &s, id, Some(sentence(reason)), StatusCode::UNPROCESSABLE_ENTITY).await
         }
         Err(e) => refused(e),
     }

@@ -9,7 +9,7 @@ use poem::{
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::{Signed, html, pages, redirect, refused, signed, signed_form};
+use super::{Signed, html, pages, redirect, refused, sentence, signed, signed_form};
 use crate::{
     accounts::{self, AccountError},
     facilities::{self, NewFacility},
@@ -190,12 +190,4 @@ async fn finish(state: &AppState, s: &Signed, id: Uuid, done: Result<(), Account
         }
         Err(e) => refused(e),
     }
-}
-
-/// A refusal's reason as a sentence.
-fn sentence(mut reason: String) -> String {
-    if let Some(first) = reason.get_mut(..1) {
-        first.make_ascii_uppercase();
-    }
-    format!("{reason}.")
 }

@@ -164,6 +164,14 @@ fn bad_csrf(s: &Signed, sent: &str) -> Option<Response> {
 }
 
 /// An error of the domain as a page: bad input and refusals get their status, the rest is ours.
+/// A refusal's reason as the sentence a page shows: capitalised, with a full stop.
+fn sentence(mut reason: String) -> String {
+    if let Some(first) = reason.get_mut(..1) {
+        first.make_ascii_uppercase();
+    }
+    format!("{reason}.")
+}
+
 fn refused(e: AccountError) -> Response {
     match e {
         AccountError::PermissionDenied(_) => error_page(
