@@ -208,7 +208,8 @@ async fn a_door_counts_days_in_its_facilitys_time_zone() {
     assert_eq!(asked.body["decision"], "granted", "{}", asked.body);
 }
 
-/// A receipt's local time is its facility's: the island studio's sale prints in Kiritimati's time.
+/// A sale at the island studio's kiosk is taken only by the island's terminal, and its receipt's
+/// local time is the island's: it prints in Kiritimati's time.
 #[tokio::test]
 async fn a_receipt_is_printed_in_its_facilitys_time_zone() {
     let app = TestApp::spawn().await;
@@ -232,8 +233,12 @@ async fn a_receipt_is_printed_in_its_facilitys_time_zone() {
     }
     let [kiosk, terminal, printer] = <[String; 3]>::try_from(ids).unwrap();
     let c = crate::counter::Counter { gym, kiosk, terminal, printer, products: [("bar", bar)].into() };
+    let main_terminal = json!({"kind": "card_terminal", "name": "Main terminal"});
+    let main_terminal = app.device("POST", "/devices", &k, Some(main_terminal), &[]).await.body["id"].clone();
     let order = c.order(&app, json!([{"product_id": c.products["bar"], "quantity": 1}])).await;
     assert_eq!(order.status, 201, "{}", order.body);
+    let elsewhere = c.take_payment(&app, main_terminal.as_str().unwrap()).await;
+    assert_eq!(elsewhere, json!([]), "another facility's terminal took the island's payment");
     let jobs = c.take_payment(&app, &c.terminal).await;
     let report = c.report_payment(&app, &c.terminal, jobs[0]["id"].as_str().unwrap(), crate::counter::approved()).await;
     assert_eq!(report.status, 200, "{}", report.body);
