@@ -32,6 +32,9 @@ pub async fn open(url: &str) -> anyhow::Result<DatabaseConnection> {
     migrate(&db).await?;
     let distributed = citus::is_distributed(&db).await?;
     DISTRIBUTED.store(distributed, std::sync::atomic::Ordering::Relaxed);
+    if distributed {
+        warn_if_commits_are_asynchronous(&db).await;
+    }
     let plans = if distributed {
         Plans::Custom
     } else if tenancy::partitions(&db).await?.is_some() {
@@ -41,6 +44,21 @@ pub async fn open(url: &str) -> anyhow::Result<DatabaseConnection> {
     };
     db.close().await?;
     connect_with(url, plans).await
+}
+
+/// Says so in the log when a node of the cluster commits asynchronously: a shard move by logical
+/// replication can then leave an acknowledged write behind (docs/scaling.md). A check that cannot
+/// run (no right to ask every node) stops nothing.
+async fn warn_if_commits_are_asynchronous(db: &DatabaseConnection) {
+    match citus::asynchronous_nodes(db).await {
+        Ok(nodes) if !nodes.is_empty() => tracing::warn!(
+            nodes = nodes.join(", "),
+            "synchronous_commit is off on these Citus nodes: a shard move by logical replication can lose \
+             acknowledged writes; set it on, or move shards with shard_transfer_mode => 'block_writes'"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::debug!(error = %e, "cannot ask the Citus nodes for synchronous_commit"),
+    }
 }
 
 /// Whether the database this process serves is distributed by gym over a Citus cluster; [`open`]

@@ -36,6 +36,17 @@ pub async fn is_distributed(db: &impl ConnectionTrait) -> Result<bool, DbErr> {
     Ok(has_citus(db).await? && placement(db, TENANT_TABLES[0]).await? == Placement::Distributed)
 }
 
+/// The nodes (`host:port`) whose commits are not synchronous (`synchronous_commit = off`): Citus
+/// ends a shard move's catch-up at the source's `pg_current_wal_lsn()`, which can then stand
+/// before a commit already answered, and that transaction stays behind on the old placement.
+pub async fn asynchronous_nodes(db: &impl ConnectionTrait) -> Result<Vec<String>, DbErr> {
+    let sql = "SELECT CAST(n.nodename || ':' || n.nodeport AS TEXT) AS node FROM \
+               run_command_on_all_nodes('SHOW synchronous_commit') r JOIN pg_dist_node n ON n.nodeid = r.nodeid \
+               WHERE r.success AND r.result = 'off'";
+    let rows = db.query_all(Statement::from_string(DbBackend::Postgres, sql)).await?;
+    rows.iter().map(|r| r.try_get::<String>("", "node")).collect()
+}
+
 /// Where `table` is placed now. A reference table and a Citus local table (a table that refers
 /// to a reference table, pulled into the metadata) both have no distribution method (`n`); the
 /// first is replicated to every node (`t`), the second is not.
