@@ -180,25 +180,21 @@ pub struct Archived {
 pub async fn archive(db: &DatabaseConnection, gyms: &[Uuid], id: Uuid, move_to: Option<Uuid>) -> Result<Archived> {
     let txn = crate::db::begin_writing(db).await?;
     let gym = find(&txn, gyms, id).await?.gym_id;
-    // Locked for the rest of the transaction: a member or device being placed in the facility
-    // now (its key check holds the row) is written first and moved below; one placed after
-    // finds the facility archived.
+    // Every facility of the gym locked, in one order, for the rest of the transaction: archives
+    // of one gym take turns (two cannot each leave the other as the last open facility), and a
+    // member or device being placed in one now (its key check holds the row) is written first
+    // and moved below, while one placed after finds the facility archived.
     let backend = txn.get_database_backend();
-    let locked = crate::db::for_update(backend, "SELECT * FROM facilities WHERE gym_id = ? AND id = ?");
-    let found = facility::Entity::find()
-        .from_raw_sql(Statement::from_sql_and_values(backend, locked, [gym.into(), id.into()]))
-        .one(&txn)
-        .await?
-        .ok_or(FacilityError::NotFound)?;
+    let locked = crate::db::for_update(backend, "SELECT * FROM facilities WHERE gym_id = ? ORDER BY id");
+    let all = facility::Entity::find()
+        .from_raw_sql(Statement::from_sql_and_values(backend, locked, [gym.into()]))
+        .all(&txn)
+        .await?;
+    let found = all.iter().find(|f| f.id == id).cloned().ok_or(FacilityError::NotFound)?;
     if found.open_id.is_none() {
         return Ok(Archived { facility: found, members_moved: 0, devices_moved: 0 });
     }
-    let open = facility::Entity::find()
-        .filter(facility::Column::GymId.eq(gym))
-        .filter(facility::Column::OpenId.is_not_null())
-        .filter(facility::Column::Id.ne(id))
-        .all(&txn)
-        .await?;
+    let open: Vec<_> = all.iter().filter(|f| f.open_id.is_some() && f.id != id).collect();
     if open.is_empty() {
         return Err(FacilityError::Invalid("facility", "the gym's last open facility cannot be archived".into()));
     }

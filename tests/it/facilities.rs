@@ -284,3 +284,29 @@ async fn imported_history_keeps_the_facility_it_happened_at() {
     assert_eq!(refused.status, 422, "{}", refused.body);
     assert!(refused.body["errors"]["rows.0.facility_legacy_id"].is_array(), "{}", refused.body);
 }
+
+/// Two archives racing, each of the other's only open sibling: one goes through, the other is
+/// refused as the gym's last open facility, many times over. The gym never ends without one.
+#[tokio::test]
+async fn two_archives_racing_leave_the_gym_an_open_facility() {
+    let app = std::sync::Arc::new(TestApp::spawn().await);
+    let store = std::sync::Arc::new(gymapi::limits::MemoryStore::default());
+    for i in 0..12 {
+        let gym = app.gym(&format!("Pair {i}")).await;
+        let first = gymapi::accounts::first_facility(&app.db, gym.id).await.unwrap().unwrap().id;
+        let new = gymapi::facilities::NewFacility { name: "Second".into(), ..Default::default() };
+        let second = gymapi::facilities::create(&app.db, gym.id, new).await.unwrap().id;
+        let archive = |id: Uuid| {
+            let (app, store) = (app.clone(), store.clone());
+            tokio::spawn(async move {
+                let operator = gymapi::accounts::Actor::Operator;
+                gymapi::accounts::archive_facility(&app.db, store.as_ref(), &operator, (gym.id, id), None).await
+            })
+        };
+        let (a, b) = (archive(first), archive(second));
+        let outcomes = [a.await.unwrap(), b.await.unwrap()];
+        assert_eq!(outcomes.iter().filter(|o| o.is_ok()).count(), 1, "try {i}: {outcomes:?}");
+        let open = gymapi::accounts::first_facility(&app.db, gym.id).await.unwrap();
+        assert!(open.is_some(), "try {i}: the gym was left without an open facility");
+    }
+}
