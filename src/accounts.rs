@@ -114,10 +114,8 @@ pub fn user_has(u: &user::Model, permission: Permission) -> bool {
     u.role == Role::Owner || u.permissions.split(',').any(|p| p.trim() == permission.as_str())
 }
 
-pub(crate) fn check_timezone(tz: &str) -> Result<()> {
-    tz.parse::<chrono_tz::Tz>().map(|_| ()).map_err(|_| {
-        AccountError::Invalid(format!("unknown time zone {tz:?} (use an IANA name such as Europe/Berlin)"))
-    })
+fn check_timezone(tz: &str) -> Result<()> {
+    crate::records::timezone(tz).map(|_| ()).map_err(AccountError::Invalid)
 }
 
 /// Creates a production gym with its first facility.

@@ -70,10 +70,7 @@ pub fn checked_name(name: &str) -> Result<String> {
 pub fn checked(new: NewFacility) -> Result<NewFacility> {
     let present = |v: Option<String>| v.map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
     let timezone = present(new.timezone);
-    if let Some(tz) = &timezone
-        && tz.parse::<chrono_tz::Tz>().is_err()
-    {
-        let message = format!("unknown time zone {tz:?} (use an IANA name such as Europe/Berlin)");
+    if let Some(Err(message)) = timezone.as_deref().map(crate::records::timezone) {
         return Err(FacilityError::Invalid("timezone", message));
     }
     let address = present(new.address);

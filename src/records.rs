@@ -16,6 +16,12 @@ pub fn new_id() -> Uuid {
     Uuid::now_v7()
 }
 
+/// The IANA time zone `name`, or why it is none: the one message every writer of a time zone
+/// (a gym's, a facility's) gives.
+pub fn timezone(name: &str) -> Result<chrono_tz::Tz, String> {
+    name.parse().map_err(|_| format!("unknown time zone {name:?} (use an IANA name such as Europe/Berlin)"))
+}
+
 /// RFC 3339 with microseconds and `Z`, as the API writes every time it puts in a link or an event
 /// envelope.
 pub fn rfc3339(t: DateTime<Utc>) -> String {
