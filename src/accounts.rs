@@ -551,19 +551,6 @@ pub async fn first_facility(
         .await
 }
 
-/// The facilities of a gym, oldest first.
-pub async fn facilities(
-    db: &impl ConnectionTrait,
-    gym_id: Uuid,
-) -> std::result::Result<Vec<facility::Model>, sea_orm::DbErr> {
-    facility::Entity::find()
-        .filter(facility::Column::GymId.eq(gym_id))
-        .order_by_asc(facility::Column::CreatedAt)
-        .order_by_asc(facility::Column::Id)
-        .all(db)
-        .await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

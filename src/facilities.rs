@@ -152,10 +152,9 @@ pub async fn find_any(db: &DatabaseConnection, id: Uuid) -> Result<facility::Mod
     found.ok_or(FacilityError::NotFound)
 }
 
-/// Renames the facility `id` of one of `gyms`.
-pub async fn rename(db: &DatabaseConnection, gyms: &[Uuid], id: Uuid, name: &str) -> Result<facility::Model> {
+/// Renames `found`, a facility the caller has read (`find`, `accounts::managed_facility`).
+pub async fn rename(db: &DatabaseConnection, found: facility::Model, name: &str) -> Result<facility::Model> {
     let name = checked_name(name)?;
-    let found = find(db, gyms, id).await?;
     let mut f: facility::ActiveModel = found.into();
     f.name = Set(name);
     f.updated_at = Set(now());
@@ -214,8 +213,8 @@ pub async fn archive(db: &DatabaseConnection, gyms: &[Uuid], id: Uuid, move_to: 
     if let Err(e) = archived.await {
         return Err(still_placed(e));
     }
-    let facility = find(&txn, &[gym], id).await?;
     txn.commit().await?;
+    let facility = facility::Model { open_id: None, archived_at: Some(at), updated_at: at, ..found };
     Ok(Archived { facility, members_moved, devices_moved })
 }
 

@@ -104,7 +104,7 @@ pub(super) async fn run(command: FacilityCommand, config: &Config) -> Result<(),
         }
         FacilityCommand::Rename { id, name, json } => {
             let (owner, f) = accounts::managed_facility(&db, &actor, id).await?;
-            let f = facilities::rename(&db, &[f.gym_id], id, &name).await.map_err(accounts::AccountError::from)?;
+            let f = facilities::rename(&db, f, &name).await.map_err(accounts::AccountError::from)?;
             print(json, facility_json(&f, owner), || format!("facility {} renamed {}", f.id, f.name));
         }
         FacilityCommand::Archive { id, move_to, json } => {

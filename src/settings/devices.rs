@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::{CsrfForm, Signed, html, pages, redirect, refused, sentence, signed, signed_form};
 use crate::{
     accounts::{self, AccountError},
+    facilities,
     frontdesk::{
         devices::{self, DeviceChange, online},
         queues::{self, Queue},
@@ -57,11 +58,8 @@ pub(super) async fn list(req: &Request, state: Data<&AppState>) -> Response {
 
 /// The names of the facilities of the gym and of its sandbox.
 async fn facility_names(state: &AppState, s: &Signed) -> Result<HashMap<Uuid, String>, AccountError> {
-    let mut names = HashMap::new();
-    for gym in accounts::with_sandbox(&state.db, s.gym.id).await? {
-        names.extend(accounts::facilities(&state.db, gym).await?.into_iter().map(|f| (f.id, f.name)));
-    }
-    Ok(names)
+    let gyms = accounts::with_sandbox(&state.db, s.gym.id).await?;
+    Ok(facilities::of_gyms(&state.db, &gyms).await?.into_iter().map(|f| (f.id, f.name)).collect())
 }
 
 fn row(d: &device::Model, s: &Signed, facilities: &HashMap<Uuid, String>, queue: Queue) -> pages::DeviceRow {
@@ -93,7 +91,7 @@ async fn render(state: &AppState, s: &Signed, id: Uuid, error: Option<String>, s
         let d = devices::one_of(&state.db, &s.actor(), s.gym.id, id).await?;
         let names = facility_names(state, s).await?;
         // Open facilities only (an archived one takes no devices), and the one it is in.
-        let choices = accounts::facilities(&state.db, d.gym_id)
+        let choices = facilities::of_gyms(&state.db, &[d.gym_id])
             .await?
             .into_iter()
             .filter(|f| f.open_id.is_some() || f.id == d.facility_id)

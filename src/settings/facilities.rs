@@ -151,7 +151,7 @@ pub(super) async fn rename(
     };
     let renamed = async {
         let (_, found) = accounts::managed_facility(&state.db, &s.actor(), id).await?;
-        Ok::<_, AccountError>(facilities::rename(&state.db, &[found.gym_id], id, &f.name).await?)
+        Ok::<_, AccountError>(facilities::rename(&state.db, found, &f.name).await?)
     };
     finish(&state, &s, id, renamed.await.map(|_| ())).await
 }
