@@ -19,6 +19,7 @@ mod facilities;
 mod hardening;
 mod import;
 mod import_files;
+mod import_hostile;
 mod limits;
 mod members;
 mod resources;

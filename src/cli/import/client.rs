@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::{
-    ClientError,
+    ClientError, caps,
     mapping::Mapping,
     plan::Plan,
     rejects::{Refused, Rejects},
@@ -356,36 +356,103 @@ async fn plan(opts: &Options, client: &reqwest::Client, table: &Table) -> Result
     Ok(plan)
 }
 
-/// The next batch: up to `size` rows to send, with the rows refused on the way (kept when there is
-/// a rejects file, else the first one ends the run).
-fn next_batch(table: &mut Table, plan: &Plan, size: usize, keep: bool) -> Option<Result<Batch, ClientError>> {
-    let mut batch = Batch::default();
-    while batch.rows.len() < size {
-        let (line, row) = match table.next_row() {
-            None => break,
-            Some(Ok(r)) => r,
-            Some(Err(e)) => return Some(Err(e)),
+/// The JSON a batch's rows may take: three quarters of the server's largest body, the rest left to
+/// the envelope and to escaping.
+const BATCH_BYTES: usize = crate::contract::MAX_BODY_BYTES / 4 * 3;
+/// The refused rows one batch may hold before it is sent (they wait for it, into the rejects file).
+const REFUSED_BYTES: usize = 16 * 1024 * 1024;
+
+/// A row ready to send (its line, value, row as read and JSON length), or refused.
+type Converted = Result<(u64, Value, Row, usize), Refused>;
+
+/// Cuts a file's rows into batches of at most `size` rows and [`BATCH_BYTES`].
+struct Batcher<'a> {
+    table: Table,
+    plan: &'a Plan,
+    size: usize,
+    /// Keep the refused rows (there is a rejects file), else the first one ends the run.
+    keep: bool,
+    /// A row that did not fit the batch before, with its JSON length.
+    carried: Option<(u64, Value, Row, usize)>,
+}
+
+fn row_bytes(row: &Row) -> usize {
+    match row {
+        Row::Cells(record) => record.as_byte_record().as_slice().len(),
+        Row::Object(_) => caps::ROW_BYTES,
+        Row::TooLarge(row, why) => row_bytes(row) + why.len(),
+    }
+}
+
+impl Batcher<'_> {
+    /// The next batch, with the rows refused on the way.
+    fn next_batch(&mut self) -> Option<Result<Batch, ClientError>> {
+        let mut batch = Batch::default();
+        let (mut bytes, mut refused_bytes) = (0usize, 0usize);
+        while batch.rows.len() < self.size && refused_bytes < REFUSED_BYTES {
+            let (line, value, row, len) = match self.carried.take() {
+                Some(carried) => carried,
+                None => match self.converted() {
+                    None => break,
+                    Some(Ok(Ok(converted))) => converted,
+                    Some(Ok(Err(refused))) => {
+                        refused_bytes += row_bytes(&refused.row);
+                        batch.refused.push(refused);
+                        continue;
+                    }
+                    Some(Err(e)) => return Some(Err(e)),
+                },
+            };
+            if bytes + len > BATCH_BYTES && !batch.rows.is_empty() {
+                self.carried = Some((line, value, row, len));
+                break;
+            }
+            bytes += len;
+            batch.lines.push(line);
+            batch.rows.push(value);
+            if self.keep {
+                batch.originals.push(row);
+            }
+            if batch.rows.len() + batch.refused.len() >= self.size * 4 {
+                break;
+            }
+        }
+        (!batch.lines.is_empty() || !batch.refused.is_empty()).then_some(Ok(batch))
+    }
+
+    /// The next row converted (with its JSON length), or refused with its reasons; `None` at the
+    /// end of the file.
+    fn converted(&mut self) -> Option<Result<Converted, ClientError>> {
+        let (line, row) = match self.table.next_row()? {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
         };
         let converted = match &row {
             Row::Object(v) => Ok(v.clone()),
-            Row::Cells(record) => plan.row(record),
+            Row::Cells(record) => self.plan.row(record),
+            Row::TooLarge(_, why) => Err(vec![why.clone()]),
         };
-        match converted {
-            Ok(value) => {
-                batch.lines.push(line);
-                batch.rows.push(value);
-                if keep {
-                    batch.originals.push(row);
-                }
+        let converted = converted.and_then(|value| {
+            let len = value.to_string().len();
+            if len > BATCH_BYTES {
+                return Err(vec![format!("the row is {len} bytes as JSON, more than {BATCH_BYTES} a request carries")]);
             }
-            Err(reasons) if keep => batch.refused.push(Refused { line, row, reasons }),
-            Err(reasons) => return Some(Err(ClientError::BadInput(format!("line {line}: {}", reasons.join("; "))))),
-        }
-        if batch.rows.len() + batch.refused.len() >= size * 4 {
-            break;
-        }
+            Ok((value, len))
+        });
+        Some(match converted {
+            Ok((value, len)) => Ok(Ok((line, value, row, len))),
+            Err(reasons) if self.keep => Ok(Err(Refused { line, row: refused_row(row), reasons })),
+            Err(reasons) => Err(ClientError::BadInput(format!("line {line}: {}", reasons.join("; ")))),
+        })
     }
-    (!batch.lines.is_empty() || !batch.refused.is_empty()).then_some(Ok(batch))
+}
+
+/// A refused row as the rejects file writes it: a row past a limit as far as it was kept.
+fn refused_row(row: Row) -> Row {
+    match row {
+        Row::TooLarge(inner, _) => *inner,
+        row => row,
+    }
 }
 
 /// Runs an import to the end, or to the first batch that cannot go in.
@@ -394,7 +461,7 @@ pub(super) async fn run(opts: Options) -> Result<Summary, ClientError> {
         return Err(ClientError::BadInput("--batch-size must be between 1 and 500".into()));
     }
     let client = http_client()?;
-    let mut table = Table::open(&opts.file, &opts.read)?;
+    let table = Table::open(&opts.file, &opts.read)?;
     let plan = plan(&opts, &client, &table).await?;
     // A first pass over the file, for the bar only.
     let total = if opts.progress { Table::count_rows(&opts.file, &opts.read)? } else { 0 };
@@ -415,8 +482,8 @@ pub(super) async fn run(opts: Options) -> Result<Summary, ClientError> {
     };
     let bar = progress_bar(total, opts.progress);
     let started = Instant::now();
-    let (size, keep) = (opts.batch_size, rejects.is_some());
-    let batches = std::iter::from_fn(move || next_batch(&mut table, &plan, size, keep));
+    let mut batcher = Batcher { table, plan: &plan, size: opts.batch_size, keep: rejects.is_some(), carried: None };
+    let batches = std::iter::from_fn(move || batcher.next_batch());
     let sender = &sender;
     let mut results =
         stream::iter(batches).map(|batch| async move { sender.send(batch?).await }).buffered(opts.jobs.max(1));

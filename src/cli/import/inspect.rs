@@ -35,8 +35,10 @@ pub(super) struct InspectArgs {
 const DATE_FORMATS: [&str; 8] =
     ["%Y-%m-%d", "%d.%m.%Y", "%d/%m/%Y", "%m/%d/%Y", "%d-%m-%Y", "%Y/%m/%d", "%d.%m.%y", "%m/%d/%y"];
 const TIME_PARTS: [&str; 4] = [" %H:%M:%S", " %H:%M", "T%H:%M:%S", ""];
-/// Values per column looked at for formats and value maps.
+/// Values per column looked at for formats and value maps, and the longest looked at (a date or a
+/// value to map is short; this bounds what is kept, whatever the file).
 const LOOKED_AT: usize = 1_000;
+const LOOKED_AT_BYTES: usize = 256;
 
 /// What was read from the file.
 struct Findings {
@@ -99,9 +101,13 @@ fn read_all(table: &mut Table, plan: &Plan, sample: usize) -> Result<Findings, C
         f.rows += 1;
         let converted = match &row {
             Row::Object(v) => Ok(v.clone()),
+            Row::TooLarge(_, why) => Err(vec![why.clone()]),
             Row::Cells(record) => {
                 for (i, cell) in record.iter().enumerate() {
-                    if let Some(values) = f.values.get_mut(i).filter(|v| v.len() < LOOKED_AT && !cell.trim().is_empty())
+                    if let Some(values) = f
+                        .values
+                        .get_mut(i)
+                        .filter(|v| v.len() < LOOKED_AT && cell.len() <= LOOKED_AT_BYTES && !cell.trim().is_empty())
                     {
                         values.push(cell.trim().to_string());
                     }

@@ -13,7 +13,7 @@ use encoding_rs::Encoding;
 use serde_json::Value;
 
 use super::{
-    ClientError,
+    ClientError, caps,
     cell::Conversion,
     schema::{Entity, Fields, Kind, field_names, leaf, row_fields},
 };
@@ -74,24 +74,37 @@ pub(super) struct Mapping {
 const SETTINGS: [&str; 7] =
     ["delimiter", "encoding", "sheet", "date_formats", "time_zone", "decimal_separator", "currency"];
 
+/// Problems reported with their lines; more are counted (finding a line reads the file, so a file
+/// with thousands of problems would take their number times its length).
+const REPORTED: usize = 50;
+
 /// Problems found in the file, each with its line.
 struct Problems<'a> {
-    source: &'a str,
+    lines: Vec<&'a str>,
     path: &'a Path,
     found: Vec<(usize, String)>,
+    more: usize,
 }
 
 impl Problems<'_> {
     fn add(&mut self, at: &[&str], message: impl Into<String>) {
-        let line = line_of(self.source, at);
+        if self.found.len() == REPORTED {
+            self.more += 1;
+            return;
+        }
+        let line = line_in(&self.lines, at);
         self.found.push((line, format!("{}: {}", at.join("."), message.into())));
     }
 }
 
 /// The line of the rule at `at` (`["members", "columns", "Status"]`): each part is looked for as a
 /// key from where the one before it was found, so the same name in another section is passed over.
-pub(super) fn line_of(source: &str, at: &[&str]) -> usize {
-    let lines: Vec<&str> = source.lines().collect();
+#[cfg(test)]
+fn line_of(source: &str, at: &[&str]) -> usize {
+    line_in(&source.lines().collect::<Vec<_>>(), at)
+}
+
+fn line_in(lines: &[&str], at: &[&str]) -> usize {
     let mut from = 0;
     for part in at {
         let found = (from..lines.len()).find(|&i| has_key(lines[i], part));
@@ -115,22 +128,102 @@ fn has_key(line: &str, key: &str) -> bool {
     })
 }
 
+/// How deep the file's tables and lists nest, found before it is parsed (a parser takes time in
+/// proportion to depth times length): brackets and braces outside quotes and comments, and for
+/// YAML the indentation of its blocks and the dashes of nested lists.
+fn nesting(source: &str, yaml: bool) -> usize {
+    let (mut flow, mut deepest, mut indents) = (0usize, 0usize, Vec::<usize>::new());
+    for line in source.lines() {
+        let code = line.trim_start();
+        if yaml && flow == 0 && !code.is_empty() && !code.starts_with('#') {
+            let indent = line.len() - code.len();
+            while indents.last().is_some_and(|&i| i >= indent) {
+                indents.pop();
+            }
+            indents.push(indent);
+            let dashes = code.split_inclusive(['-']).take_while(|p| p.trim() == "-").count();
+            deepest = deepest.max(indents.len() + dashes);
+        }
+        let mut quote = None;
+        let mut escaped = false;
+        for c in code.chars() {
+            match (quote, c) {
+                (Some('"'), '\\') if !escaped => {
+                    escaped = true;
+                    continue;
+                }
+                (Some(q), c) if c == q && !escaped => quote = None,
+                (Some(_), _) => {}
+                (None, '"' | '\'') => quote = Some(c),
+                (None, '#') => break,
+                (None, '[' | '{') => {
+                    flow += 1;
+                    deepest = deepest.max(flow + indents.len());
+                }
+                (None, ']' | '}') => flow = flow.saturating_sub(1),
+                _ => {}
+            }
+            escaped = false;
+        }
+    }
+    deepest
+}
+
+/// How deep a parsed value nests (TOML's dotted keys nest without brackets).
+fn depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 1usize)];
+    while let Some((v, d)) = stack.pop() {
+        deepest = deepest.max(d);
+        match v {
+            Value::Object(o) => stack.extend(o.values().map(|c| (c, d + 1))),
+            Value::Array(a) => stack.extend(a.iter().map(|c| (c, d + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 fn parse(path: &Path, source: &str) -> Result<Value, ClientError> {
     let yaml = path.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e, "yaml" | "yml"));
+    let too_deep = || {
+        ClientError::BadInput(format!(
+            "{}: tables and lists nest deeper than {}, the most a mapping file may",
+            path.display(),
+            caps::MAPPING_DEPTH
+        ))
+    };
+    if nesting(source, yaml) > caps::MAPPING_DEPTH + 1 {
+        return Err(too_deep());
+    }
     let parsed = if yaml {
         serde_yaml_ng::from_str::<Value>(source).map_err(|e| e.to_string())
     } else {
         toml::from_str::<Value>(source).map_err(|e| e.to_string())
     };
-    parsed.map_err(|e| ClientError::BadInput(format!("{}: {}", path.display(), e.trim_end())))
+    let value = parsed.map_err(|e| ClientError::BadInput(format!("{}: {}", path.display(), e.trim_end())))?;
+    if depth(&value) > caps::MAPPING_DEPTH {
+        return Err(too_deep());
+    }
+    Ok(value)
 }
 
 impl Mapping {
     pub(super) fn load(path: &Path) -> Result<Self, ClientError> {
-        let source = std::fs::read_to_string(path)
-            .map_err(|e| ClientError::BadInput(format!("cannot read {}: {e}", path.display())))?;
+        use std::io::Read;
+        let cannot = |e: &dyn std::fmt::Display| ClientError::BadInput(format!("cannot read {}: {e}", path.display()));
+        let mut source = String::new();
+        let file = std::fs::File::open(path).map_err(|e| cannot(&e))?;
+        std::io::Read::take(file, caps::MAPPING_BYTES + 1).read_to_string(&mut source).map_err(|e| cannot(&e))?;
+        if source.len() as u64 > caps::MAPPING_BYTES {
+            return Err(ClientError::BadInput(format!(
+                "{}: more than {} bytes, the most a mapping file may hold",
+                path.display(),
+                caps::MAPPING_BYTES
+            )));
+        }
         let root = parse(path, &source)?;
-        let mut problems = Problems { source: &source, path, found: Vec::new() };
+        let mut problems = Problems { lines: source.lines().collect(), path, found: Vec::new(), more: 0 };
         let mut mapping = Mapping::default();
         let Some(table) = root.as_object() else {
             return Err(ClientError::BadInput(format!("{}: expected a table of settings and kinds", path.display())));
@@ -154,8 +247,11 @@ impl Mapping {
             return Ok(mapping);
         }
         problems.found.sort();
-        let lines: Vec<String> =
+        let mut lines: Vec<String> =
             problems.found.iter().map(|(line, m)| format!("{}:{line}: {m}", problems.path.display())).collect();
+        if problems.more > 0 {
+            lines.push(format!("{}: and {} more problems", problems.path.display(), problems.more));
+        }
         Err(ClientError::BadInput(lines.join("\n")))
     }
 

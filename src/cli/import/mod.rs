@@ -2,14 +2,17 @@
 //! rows of `POST /import/{entity}` ([`mapping`], [`plan`], [`cell`]) and sends them ([`client`]);
 //! `gymapi import inspect` shows what it would send ([`inspect`]); `--dir` imports a whole gym.
 
+mod caps;
 mod cell;
 mod client;
+mod csv_rows;
 mod inspect;
 mod mapping;
 mod plan;
 mod rejects;
 mod schema;
 mod source;
+mod workbook;
 
 use std::{path::PathBuf, sync::Arc};
 

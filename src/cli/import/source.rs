@@ -1,6 +1,7 @@
 //! Reading what people have: CSV in any common delimiter and encoding, JSON Lines, and the first
 //! (or a named) sheet of an `.xlsx`/`.ods` workbook. Tabular rows come out as cells with their
-//! line in the file (the sheet's row number for a workbook; the header is line 1).
+//! line in the file (the sheet's row number for a workbook; the header is line 1). Every kind is
+//! streamed within the limits of [`caps`]: a row past one comes out refused, with its reason.
 
 use std::{
     fs::File,
@@ -8,11 +9,10 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use calamine::{Data, Reader};
 use encoding_rs::Encoding;
 use serde_json::Value;
 
-use super::ClientError;
+use super::{ClientError, caps, csv_rows::CsvRows, workbook::Sheet};
 
 /// The column a rejects file adds with a row's reasons; a file that has it (a rejects file being
 /// imported again) has it left out, and its cells are read back as [`neutralised`] wrote them.
@@ -82,18 +82,17 @@ pub(super) fn delimiter_name(d: u8) -> String {
 }
 
 enum Body {
-    /// The file as UTF-8, streamed: line numbers come from the offsets of its newlines (the csv
-    /// crate's own count is off by one on CRLF files, which most spreadsheet exports are).
+    /// The file as UTF-8, streamed.
     Csv {
-        reader: csv::Reader<Counting>,
-        newlines: Newlines,
+        rows: Box<CsvRows>,
         skip: Option<usize>,
     },
     Sheet {
-        rows: std::vec::IntoIter<(u64, csv::StringRecord)>,
+        sheet: Sheet,
+        skip: Option<usize>,
     },
     Lines {
-        lines: std::io::Lines<BufReader<File>>,
+        lines: BufReader<File>,
         line: u64,
     },
 }
@@ -111,11 +110,15 @@ pub(super) struct Table {
 pub(super) enum Row {
     Cells(csv::StringRecord),
     Object(Value),
+    /// A row past a limit of [`caps`], refused with the reason: its cells within the limits (an
+    /// empty object for a JSON Lines line).
+    TooLarge(Box<Row>, String),
 }
 
 pub(super) fn kind_of_file(path: &Path) -> FileKind {
     match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
-        Some("xlsx" | "xlsm" | "xls" | "xlsb" | "ods") => FileKind::Sheet,
+        Some("xlsx" | "xlsm" | "ods") => FileKind::Sheet,
+        Some("xls" | "xlsb" | "numbers") => FileKind::Unread,
         Some("jsonl" | "ndjson" | "json") => FileKind::JsonLines,
         _ => FileKind::Csv,
     }
@@ -126,6 +129,8 @@ pub(super) enum FileKind {
     Csv,
     Sheet,
     JsonLines,
+    /// A binary workbook (`.xls`, `.xlsb`, `.numbers`): saved as `.xlsx`, `.ods` or CSV, it is read.
+    Unread,
 }
 
 fn cannot_read(path: &Path, e: impl std::fmt::Display) -> ClientError {
@@ -141,47 +146,45 @@ impl Table {
                     path: path.to_path_buf(),
                     layout: Layout::JsonLines,
                     headers: Vec::new(),
-                    body: Body::Lines { lines: BufReader::new(file).lines(), line: 0 },
+                    body: Body::Lines { lines: BufReader::new(file), line: 0 },
                 })
             }
             FileKind::Sheet => open_sheet(path, opts),
             FileKind::Csv => open_csv(path, opts),
+            FileKind::Unread => Err(ClientError::BadInput(format!(
+                "{}: a binary workbook is not read; save the sheet as .xlsx, .ods or CSV",
+                path.display()
+            ))),
         }
     }
 
     /// The next row and its line.
     pub(super) fn next_row(&mut self) -> Option<Result<(u64, Row), ClientError>> {
-        match &mut self.body {
-            Body::Lines { lines, line } => next_object(lines, line),
-            Body::Sheet { rows } => rows.next().map(|(line, record)| Ok((line, Row::Cells(record)))),
-            Body::Csv { reader, newlines, skip } => {
-                let mut record = csv::StringRecord::new();
-                match reader.read_record(&mut record) {
-                    Ok(false) => None,
-                    Err(e) => Some(Err(ClientError::BadInput(format!("{}: {e}", self.path.display())))),
-                    Ok(true) => {
-                        let line = 1 + newlines.before(record.position().map_or(0, csv::Position::byte));
-                        Some(Ok((line, Row::Cells(without(record, *skip)))))
-                    }
-                }
-            }
-        }
+        let in_file = |e: &dyn std::fmt::Display| ClientError::BadInput(format!("{}: {e}", self.path.display()));
+        let (line, record, reason, skip) = match &mut self.body {
+            Body::Lines { lines, line } => return next_object(lines, line),
+            Body::Sheet { sheet, skip } => match sheet.next_row()? {
+                Ok((line, record, reason)) => (line, record, reason, *skip),
+                Err(e) => return Some(Err(in_file(&e))),
+            },
+            Body::Csv { rows, skip } => match rows.next_record()? {
+                Ok((line, record, reason)) => (line, record, reason, *skip),
+                Err(e) => return Some(Err(in_file(&e))),
+            },
+        };
+        let cells = Row::Cells(without(record, skip));
+        Some(Ok((
+            line,
+            match reason {
+                Some(why) => Row::TooLarge(Box::new(cells), why),
+                None => cells,
+            },
+        )))
     }
 
-    /// Rows left to read, by a cheap pass of its own (for the progress bar).
+    /// Rows left to read, by a pass of its own (for the progress bar).
     pub(super) fn count_rows(path: &Path, opts: &ReadOptions) -> Result<u64, ClientError> {
         let mut table = Self::open(path, opts)?;
-        if let Body::Sheet { rows } = &table.body {
-            return Ok(rows.len() as u64);
-        }
-        if let Body::Csv { reader, .. } = &mut table.body {
-            let mut record = csv::ByteRecord::new();
-            let mut n = 0;
-            while reader.read_byte_record(&mut record).map_err(|e| cannot_read(path, e))? {
-                n += 1;
-            }
-            return Ok(n);
-        }
         let mut n = 0;
         while let Some(row) = table.next_row() {
             row?;
@@ -191,60 +194,50 @@ impl Table {
     }
 }
 
-fn next_object(lines: &mut std::io::Lines<BufReader<File>>, line: &mut u64) -> Option<Result<(u64, Row), ClientError>> {
+fn next_object(lines: &mut BufReader<File>, line: &mut u64) -> Option<Result<(u64, Row), ClientError>> {
     loop {
-        let text = match lines.next()? {
-            Ok(t) => t,
-            Err(e) => return Some(Err(ClientError::BadInput(format!("line {}: {e}", *line + 1)))),
-        };
         *line += 1;
+        let at = *line;
+        let mut text = Vec::new();
+        let limit = caps::ROW_BYTES as u64 + 1;
+        match lines.by_ref().take(limit).read_until(b'\n', &mut text) {
+            Ok(0) => return None,
+            Ok(_) => {}
+            Err(e) => return Some(Err(ClientError::BadInput(format!("line {at}: {e}")))),
+        }
+        if text.len() as u64 == limit && text.last() != Some(&b'\n') {
+            let mut length = text.len() as u64;
+            loop {
+                match lines.fill_buf() {
+                    Ok([]) => break,
+                    Ok(buf) => {
+                        let (n, end) = memchr::memchr(b'\n', buf).map_or((buf.len(), false), |i| (i + 1, true));
+                        length += n as u64;
+                        lines.consume(n);
+                        if end {
+                            break;
+                        }
+                    }
+                    Err(e) => return Some(Err(ClientError::BadInput(format!("line {at}: {e}")))),
+                }
+            }
+            let why = format!("the line holds {length} bytes, more than the {} a row may hold", caps::ROW_BYTES);
+            return Some(Ok((at, Row::TooLarge(Box::new(Row::Object(Value::Object(Default::default()))), why))));
+        }
+        let Ok(text) = std::str::from_utf8(&text) else {
+            return Some(Err(ClientError::BadInput(format!("line {at}: not UTF-8"))));
+        };
         if text.trim().is_empty() {
             continue;
         }
-        return Some(match serde_json::from_str::<Value>(&text) {
+        return Some(match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(mut o)) => {
                 o.remove(REASONS_COLUMN);
-                Ok((*line, Row::Object(Value::Object(o))))
+                Ok((at, Row::Object(Value::Object(o))))
             }
-            Ok(_) => Err(ClientError::BadInput(format!("line {line}: not a JSON object"))),
-            Err(e) => Err(ClientError::BadInput(format!("line {line}: not JSON: {e}"))),
+            Ok(_) => Err(ClientError::BadInput(format!("line {at}: not a JSON object"))),
+            Err(e) => Err(ClientError::BadInput(format!("line {at}: not JSON: {e}"))),
         });
-    }
-}
-
-/// The offsets of the newlines read ahead of the csv reader, and how many it has passed.
-#[derive(Clone, Default)]
-pub(super) struct Newlines(std::sync::Arc<std::sync::Mutex<(std::collections::VecDeque<u64>, u64)>>);
-
-impl Newlines {
-    /// Newlines before the record that starts at `offset` (after a CRLF the csv reader reports
-    /// the record at the LF, which belongs to the line before).
-    fn before(&self, offset: u64) -> u64 {
-        let Ok(mut guard) = self.0.lock() else { return 0 };
-        let (pending, passed) = &mut *guard;
-        while pending.front().is_some_and(|&n| n <= offset) {
-            pending.pop_front();
-            *passed += 1;
-        }
-        *passed
-    }
-}
-
-/// A reader that notes where its newlines are.
-pub(super) struct Counting {
-    inner: Box<dyn Read>,
-    offset: u64,
-    newlines: Newlines,
-}
-
-impl Read for Counting {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        if let Ok(mut guard) = self.newlines.0.lock() {
-            guard.0.extend(memchr::memchr_iter(b'\n', &buf[..n]).map(|i| self.offset + i as u64));
-        }
-        self.offset += n as u64;
-        Ok(n)
     }
 }
 
@@ -288,42 +281,89 @@ impl Read for Decoding {
     }
 }
 
-/// Whether the whole file is UTF-8, read in chunks.
-fn is_utf8(path: &Path) -> std::io::Result<bool> {
+/// What a pass over a file found of UTF-8.
+#[derive(Debug, PartialEq)]
+enum Utf8 {
+    Valid,
+    /// No valid sequence of more than one byte: a file in a single-byte encoding.
+    Not,
+    /// UTF-8 but for some bytes: the first such byte's line and offset, and how many.
+    Mostly {
+        line: u64,
+        byte: u64,
+        bad: u64,
+    },
+}
+
+/// Reads the whole file in chunks, looking at every byte sequence.
+fn utf8_of(path: &Path) -> std::io::Result<Utf8> {
     let mut file = File::open(path)?;
     let mut buf = vec![0u8; 256 * 1024];
-    let mut carried = 0;
+    let (mut carried, mut offset, mut lines) = (0usize, 0u64, 0u64);
+    let (mut first_bad, mut bad, mut multibyte) = (None, 0u64, false);
     loop {
         let n = file.read(&mut buf[carried..])?;
         let filled = carried + n;
-        match std::str::from_utf8(&buf[..filled]) {
-            Ok(_) => carried = 0,
-            // A character cut by the chunk's end: keep its bytes for the next chunk.
-            Err(e) if e.error_len().is_none() && n > 0 => {
-                let valid = e.valid_up_to();
-                buf.copy_within(valid..filled, 0);
-                carried = filled - valid;
+        let mut at = 0;
+        while at < filled {
+            match std::str::from_utf8(&buf[at..filled]) {
+                Ok(text) => {
+                    multibyte |= !text.is_ascii();
+                    at = filled;
+                }
+                Err(e) => {
+                    let valid = at + e.valid_up_to();
+                    multibyte |= !buf[at..valid].is_ascii();
+                    let Some(len) = e.error_len() else { break };
+                    if first_bad.is_none() {
+                        let line = lines + memchr::memchr_iter(b'\n', &buf[..valid]).count() as u64 + 1;
+                        first_bad = Some((line, offset + valid as u64));
+                    }
+                    bad += 1;
+                    at = valid + len;
+                }
             }
-            Err(_) => return Ok(false),
         }
         if n == 0 {
-            return Ok(carried == 0);
+            // What is left is a character the file cuts off.
+            bad += u64::from(at < filled);
+            if first_bad.is_none() && at < filled {
+                first_bad =
+                    Some((lines + memchr::memchr_iter(b'\n', &buf[..at]).count() as u64 + 1, offset + at as u64));
+            }
+            break;
         }
+        // A character cut by the chunk's end: keep its bytes for the next chunk.
+        lines += memchr::memchr_iter(b'\n', &buf[..at]).count() as u64;
+        offset += at as u64;
+        buf.copy_within(at..filled, 0);
+        carried = filled - at;
     }
+    Ok(match first_bad {
+        None => Utf8::Valid,
+        Some(_) if !multibyte => Utf8::Not,
+        Some((line, byte)) => Utf8::Mostly { line, byte, bad },
+    })
 }
 
 /// The encoding of a file: a byte-order mark decides, then UTF-8 if every byte sequence is valid
-/// UTF-8, else Windows-1252 (what spreadsheet programs write on Windows; it also reads ISO-8859-1).
-/// Also says whether it was detected, and whether the file was found to be valid UTF-8.
-fn sniff_encoding(path: &Path, given: Option<&'static Encoding>) -> std::io::Result<(&'static Encoding, bool, bool)> {
+/// UTF-8, else Windows-1252 (what spreadsheet programs write on Windows; it also reads ISO-8859-1)
+/// when no sequence of the file is UTF-8 of more than one byte. A file that is UTF-8 but for some
+/// bytes is refused, naming the first: read as Windows-1252 its every accent would be mangled, so
+/// the user names the encoding. Also says whether it was detected, and whether the file was found
+/// to be valid UTF-8.
+fn sniff_encoding(
+    path: &Path,
+    given: Option<&'static Encoding>,
+) -> Result<(&'static Encoding, bool, bool), ClientError> {
     if let Some(e) = given {
         return Ok((e, false, false));
     }
     let mut head = [0u8; 3];
-    let mut file = File::open(path)?;
+    let mut file = File::open(path).map_err(|e| cannot_read(path, e))?;
     let mut n = 0;
     while n < head.len() {
-        match file.read(&mut head[n..])? {
+        match file.read(&mut head[n..]).map_err(|e| cannot_read(path, e))? {
             0 => break,
             m => n += m,
         }
@@ -331,8 +371,15 @@ fn sniff_encoding(path: &Path, given: Option<&'static Encoding>) -> std::io::Res
     if let Some((encoding, _)) = Encoding::for_bom(&head[..n]) {
         return Ok((encoding, true, false));
     }
-    let utf8 = is_utf8(path)?;
-    Ok((if utf8 { encoding_rs::UTF_8 } else { encoding_rs::WINDOWS_1252 }, true, utf8))
+    match utf8_of(path).map_err(|e| cannot_read(path, e))? {
+        Utf8::Valid => Ok((encoding_rs::UTF_8, true, true)),
+        Utf8::Not => Ok((encoding_rs::WINDOWS_1252, true, false)),
+        Utf8::Mostly { line, byte, bad } => Err(ClientError::BadInput(format!(
+            "{}: the file is UTF-8 but for {bad} byte sequence(s), the first at line {line} (byte {byte}); \
+             fix those bytes, or name the encoding with --encoding (e.g. windows-1252 reads every byte as that)",
+            path.display()
+        ))),
+    }
 }
 
 /// The file as UTF-8 without a byte-order mark; `checked`: the file was found to be valid UTF-8
@@ -400,58 +447,37 @@ fn quoted_lines(data: &[u8], max: usize) -> Vec<Vec<u8>> {
 }
 
 fn open_csv(path: &Path, opts: &ReadOptions) -> Result<Table, ClientError> {
-    let (encoding, encoding_detected, checked) =
-        sniff_encoding(path, opts.encoding).map_err(|e| cannot_read(path, e))?;
+    let (encoding, encoding_detected, checked) = sniff_encoding(path, opts.encoding)?;
     let (delimiter, delimiter_detected) = match opts.delimiter {
         Some(d) => (d, false),
         None => (detect_delimiter(&head_of(path, encoding, checked).map_err(|e| cannot_read(path, e))?), true),
     };
-    let newlines = Newlines::default();
     let text = text_reader(path, encoding, checked).map_err(|e| cannot_read(path, e))?;
-    let counting = Counting { inner: text, offset: 0, newlines: newlines.clone() };
-    let mut reader = csv::ReaderBuilder::new().delimiter(delimiter).flexible(false).from_reader(counting);
-    let header = reader.headers().map_err(|e| ClientError::BadInput(format!("{}: {e}", path.display())))?;
-    let (headers, skip) = headers_of(header);
+    let mut rows = CsvRows::new(text, delimiter);
+    let header = match rows.next_record() {
+        None => csv::StringRecord::new(),
+        Some(Ok((_, header, None))) => header,
+        Some(Ok((_, _, Some(why)))) => return Err(ClientError::BadInput(format!("{}: header: {why}", path.display()))),
+        Some(Err(e)) => return Err(ClientError::BadInput(format!("{}: {e}", path.display()))),
+    };
+    let (headers, skip) = headers_of(&header);
     Ok(Table {
         path: path.to_path_buf(),
         layout: Layout::Csv { encoding: encoding.name(), encoding_detected, delimiter, delimiter_detected },
         headers,
-        body: Body::Csv { reader, newlines, skip },
+        body: Body::Csv { rows: Box::new(rows), skip },
     })
 }
 
 fn open_sheet(path: &Path, opts: &ReadOptions) -> Result<Table, ClientError> {
-    let mut book = calamine::open_workbook_auto(path).map_err(|e| cannot_read(path, e))?;
-    let names = book.sheet_names();
-    let sheet = match &opts.sheet {
-        Some(s) if names.contains(s) => s.clone(),
-        Some(s) => {
-            return Err(ClientError::BadInput(format!(
-                "{}: no sheet named {s:?} (sheets: {})",
-                path.display(),
-                names.join(", ")
-            )));
-        }
-        None => names.first().cloned().ok_or_else(|| cannot_read(path, "the workbook has no sheet"))?,
-    };
-    let range = book.worksheet_range(&sheet).map_err(|e| cannot_read(path, e))?;
-    let first_line = range.start().map_or(1, |(row, _)| u64::from(row) + 1);
-    let decimal = opts.decimal.unwrap_or('.');
-    let mut rows = range.rows().enumerate().map(|(i, cells)| {
-        let record: csv::StringRecord = cells.iter().map(|c| cell_text(c, decimal)).collect();
-        (first_line + i as u64, record)
-    });
-    let Some((_, header)) = rows.next() else {
-        return Err(ClientError::BadInput(format!("{}: sheet {sheet:?} is empty", path.display())));
-    };
-    let (headers, skip) = headers_of(&header);
-    let rows: Vec<(u64, csv::StringRecord)> =
-        rows.filter(|(_, r)| r.iter().any(|c| !c.is_empty())).map(|(line, r)| (line, without(r, skip))).collect();
+    let sheet = Sheet::open(path, opts.sheet.clone(), opts.decimal.unwrap_or('.'))
+        .map_err(|e| ClientError::BadInput(format!("{}: {e}", path.display())))?;
+    let (headers, skip) = headers_of(&sheet.header);
     Ok(Table {
         path: path.to_path_buf(),
-        layout: Layout::Sheet { sheet },
+        layout: Layout::Sheet { sheet: sheet.name.clone() },
         headers,
-        body: Body::Sheet { rows: rows.into_iter() },
+        body: Body::Sheet { sheet, skip },
     })
 }
 
@@ -477,25 +503,6 @@ pub(super) fn delimiter_of(text: &str) -> Option<u8> {
         "tab" | "\\t" | "\t" => Some(b'\t'),
         d if d.len() == 1 => d.bytes().next(),
         _ => None,
-    }
-}
-
-/// A workbook cell as the text a CSV export would have held: whole numbers without a fraction,
-/// other numbers with the file's decimal separator, dates as ISO 8601.
-fn cell_text(cell: &Data, decimal: char) -> String {
-    match cell {
-        Data::Empty => String::new(),
-        Data::String(s) | Data::DateTimeIso(s) | Data::DurationIso(s) => s.clone(),
-        Data::Int(i) => i.to_string(),
-        Data::Float(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", *f as i64),
-        Data::Float(f) => f.to_string().replace('.', &decimal.to_string()),
-        Data::Bool(b) => b.to_string(),
-        Data::DateTime(d) => match d.as_datetime() {
-            Some(t) if t.time() == chrono::NaiveTime::MIN => t.format("%Y-%m-%d").to_string(),
-            Some(t) => t.format("%Y-%m-%dT%H:%M:%S").to_string(),
-            None => d.to_string(),
-        },
-        Data::Error(e) => format!("#{e:?}"),
     }
 }
 
@@ -535,17 +542,6 @@ mod tests {
         // A character cut by the validator's chunk boundary is still UTF-8.
         let long = "ü".repeat(200_000);
         assert_eq!(read_as_text(long.as_bytes(), None).map(|(_, e)| e), Ok("UTF-8"));
-    }
-
-    #[test]
-    fn lines_count_newlines_before_the_record() {
-        let newlines = Newlines::default();
-        if let Ok(mut g) = newlines.0.lock() {
-            g.0.extend([5, 11, 20]);
-        }
-        assert_eq!(newlines.before(6), 1);
-        assert_eq!(newlines.before(11), 2, "a record reported at the LF of a CRLF");
-        assert_eq!(newlines.before(30), 3);
     }
 }
 
