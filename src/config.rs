@@ -70,7 +70,8 @@ pub struct Config {
     /// and test) may have waiting on a server at once; never more than a tenth of
     /// `max_connections` ([`Config::long_polls_per_gym`]).
     pub long_polls_per_gym: usize,
-    /// `GYMAPI_METRICS_TOKEN`: when set, `GET /metrics` wants `Authorization: Bearer <token>`.
+    /// `GYMAPI_METRICS_TOKEN`: `GET /metrics` wants `Authorization: Bearer <token>`; unset, it
+    /// answers 404 (metrics are off).
     pub metrics_token: Option<String>,
 }
 

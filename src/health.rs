@@ -26,13 +26,17 @@ pub async fn readyz(state: Data<&AppState>) -> Response {
 /// webhook delivery, the database pool's connections. Behind `GYMAPI_METRICS_TOKEN` when it is set.
 #[handler]
 pub async fn metrics(state: Data<&AppState>, req: &poem::Request) -> Response {
-    if let Some(token) = &state.config.metrics_token {
-        use sha2::{Digest, Sha256};
-        let given = req.headers().get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default();
-        let given = given.strip_prefix("Bearer ").unwrap_or_default();
-        if Sha256::digest(given.as_bytes()) != Sha256::digest(token.as_bytes()) {
-            return crate::errors::ApiError::Unauthorized.as_response();
-        }
+    // Off unless a token is configured: the API's own port is public, and what the metrics tell
+    // (operations, refusals, the outbox's age) is for the operator alone.
+    let Some(token) = &state.config.metrics_token else {
+        return crate::errors::ApiError::NotFound("Metrics are off: the operator sets GYMAPI_METRICS_TOKEN.".into())
+            .as_response();
+    };
+    use sha2::{Digest, Sha256};
+    let given = req.headers().get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let given = given.strip_prefix("Bearer ").unwrap_or_default();
+    if Sha256::digest(given.as_bytes()) != Sha256::digest(token.as_bytes()) {
+        return crate::errors::ApiError::Unauthorized.as_response();
     }
     let m = &state.metrics;
     match crate::webhooks::oldest_pending_age(state.db.orm()).await {

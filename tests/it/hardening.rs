@@ -235,7 +235,7 @@ async fn a_lost_database_connection_answers_503_then_recovers() {
 /// and so is a key of a gym whose subscription blocks it.
 #[tokio::test]
 async fn metrics_count_requests_and_refused_keys_are_looked_up_once() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn_with(|c| c.metrics_token = Some("scrape-secret".into())).await;
     let gym = app.gym("Counted").await;
     let unknown = format!("svc_live_{}", "Z".repeat(32));
     for _ in 0..40 {
@@ -256,7 +256,8 @@ async fn metrics_count_requests_and_refused_keys_are_looked_up_once() {
         let r = app.client.get(format!("{}/api/v1/members", app.address)).bearer_auth(&blocked.live_key).send().await;
         assert_eq!(r.unwrap().status(), 402);
     }
-    let text = app.client.get(format!("{}/metrics", app.address)).send().await.unwrap().text().await.unwrap();
+    let scrape = app.client.get(format!("{}/metrics", app.address)).bearer_auth("scrape-secret");
+    let text = scrape.send().await.unwrap().text().await.unwrap();
     let value = |line: &str| -> f64 {
         let found = text.lines().find(|l| l.starts_with(line)).unwrap_or_else(|| panic!("no {line} in\n{text}"));
         found.rsplit(' ').next().unwrap().parse().unwrap()
@@ -270,12 +271,14 @@ async fn metrics_count_requests_and_refused_keys_are_looked_up_once() {
     assert!(text.contains("gymapi_webhook_outbox_oldest_pending_seconds"), "{text}");
     assert!(text.contains(r#"gymapi_db_connections{outcome="open"}"#), "{text}");
 
-    // Behind a token when one is configured.
-    let guarded = TestApp::spawn_with(|c| c.metrics_token = Some("scrape-secret".into())).await;
-    let r = guarded.client.get(format!("{}/metrics", guarded.address)).send().await.unwrap();
+    // Without the token: refused; with no token configured: off, on the API's public port.
+    let r = app.client.get(format!("{}/metrics", app.address)).send().await.unwrap();
     assert_eq!(r.status(), 401);
-    let r = guarded.client.get(format!("{}/metrics", guarded.address)).bearer_auth("scrape-secret").send().await;
-    assert_eq!(r.unwrap().status(), 200);
+    let open = TestApp::spawn().await;
+    let r = open.client.get(format!("{}/metrics", open.address)).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert!(body["error"]["message"].as_str().is_some_and(|m| m.contains("GYMAPI_METRICS_TOKEN")), "{body}");
 }
 
 /// Door decisions whose clients give up at every moment of them, round after round, leave no

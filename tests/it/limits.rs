@@ -424,6 +424,7 @@ async fn behind_a_proxy(gym: &str) -> Option<(RedisProxy, TestApp, crate::common
     let app = TestApp::spawn_with(|c| {
         c.redis_url = Some(proxy.url.clone());
         c.redis_timeout = Duration::from_millis(200);
+        c.metrics_token = Some("scrape".into());
     })
     .await;
     let gym = app.gym(gym).await;
@@ -527,7 +528,7 @@ async fn a_late_admission_does_not_refuse_its_own_request() {
 }
 
 async fn scrape(app: &TestApp) -> String {
-    app.raw(reqwest::Method::GET, "/metrics").send().await.unwrap().text().await.unwrap()
+    app.raw(reqwest::Method::GET, "/metrics").bearer_auth("scrape").send().await.unwrap().text().await.unwrap()
 }
 
 /// A three-node Redis Cluster on loopback ports of the test's own, stopped when dropped.
