@@ -172,8 +172,9 @@ async fn openapi_prints_the_document() {
     );
 }
 
-/// `gymapi demo` creates the demo gym once and prints keys that work.
-#[tokio::test]
+/// `gymapi demo` creates the demo gym once and prints keys that work. (Worker threads: the server
+/// goes on while the test's thread waits for the CLI, which may need the file's write lock.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_keys_work_against_the_demo_data() {
     let app = TestApp::spawn().await;
     let first = json_of(&gymapi(&app.database_url, &["demo", "--json"], None));

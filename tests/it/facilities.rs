@@ -7,6 +7,9 @@ use uuid::Uuid;
 use crate::cli::{gymapi, json_of};
 use crate::common::{Gym, TestApp};
 
+/// Runs the CLI, blocking the test's thread: the tests run on a runtime with worker threads, so
+/// that the server goes on meanwhile (on the test's one thread, a write the server had begun would
+/// hold the file's lock until the CLI gave up: "database is locked").
 fn cli(app: &TestApp, args: &[&str]) -> Value {
     json_of(&gymapi(&app.database_url, args, None))
 }
@@ -29,7 +32,7 @@ async fn member_in(app: &TestApp, gym: &Gym, name: &str, facility: Option<&str>)
     r.body
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gym_with_two_facilities_from_the_cli_keeps_members_and_doors_apart() {
     let app = TestApp::spawn().await;
     let gym = app.gym_in("Two studios", "Europe/Berlin").await;
@@ -124,7 +127,7 @@ async fn archive_moves_everyone(
 }
 
 /// A facility of the sandbox is the sandbox's alone: a test key sees it, a live key does not.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sandbox_facility_is_seen_by_test_keys_only() {
     let app = TestApp::spawn().await;
     let gym = app.gym("Rehearsing").await;
@@ -148,7 +151,7 @@ async fn a_sandbox_facility_is_seen_by_test_keys_only() {
 /// An archive and a new member racing for one facility, many times: the member is either refused
 /// (422 on `facility_id`) or written and moved with the others, never left in the archived
 /// facility; the archive always goes through. Checked in the database after each try.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_archive_and_a_new_member_racing_never_leave_the_member_behind() {
     let app = std::sync::Arc::new(TestApp::spawn().await);
     let gym = app.gym("Racing studios").await;
@@ -184,7 +187,7 @@ async fn an_archive_and_a_new_member_racing_never_leave_the_member_behind() {
 /// Kiritimati (UTC+14), whose calendars never show the same day. A membership that starts on the
 /// studio's today lets the member through the studio's door, while by the gym's calendar it has
 /// not started yet.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_door_counts_days_in_its_facilitys_time_zone() {
     let app = TestApp::spawn().await;
     let gym = app.gym_in("Date line", "Pacific/Pago_Pago").await;
@@ -210,7 +213,7 @@ async fn a_door_counts_days_in_its_facilitys_time_zone() {
 
 /// A sale at the island studio's kiosk is taken only by the island's terminal, and its receipt's
 /// local time is the island's: it prints in Kiritimati's time.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_receipt_is_printed_in_its_facilitys_time_zone() {
     let app = TestApp::spawn().await;
     let gym = app.gym_in("Receipts", "Pacific/Pago_Pago").await;
@@ -249,7 +252,7 @@ async fn a_receipt_is_printed_in_its_facilitys_time_zone() {
 
 /// History names where it happened: a check-in and a sale imported with `facility_legacy_id`
 /// keep that facility (an archived one too); a name never imported is 422 on its row.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn imported_history_keeps_the_facility_it_happened_at() {
     let app = TestApp::spawn().await;
     let gym = app.gym("History").await;
@@ -287,7 +290,7 @@ async fn imported_history_keeps_the_facility_it_happened_at() {
 
 /// Two archives racing, each of the other's only open sibling: one goes through, the other is
 /// refused as the gym's last open facility, many times over. The gym never ends without one.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_archives_racing_leave_the_gym_an_open_facility() {
     let app = std::sync::Arc::new(TestApp::spawn().await);
     let store = std::sync::Arc::new(gymapi::limits::MemoryStore::default());
