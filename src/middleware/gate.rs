@@ -37,12 +37,19 @@ async fn guarded<E: Endpoint>(
         Family::Devices => (Budget::Devices, RatePolicy::per_minute(state.config.device_rate_limit_per_minute)),
     };
     let now = crate::records::now();
-    let keyed = match &key {
-        Some(k) => match &matched {
-            RouteMatch::Operation(op) => Box::pin(prepare_keyed(&mut req, op, k)).await,
-            _ => None,
-        },
-        None => None,
+    // A keyed write whose body is small (or absent) is read now, so that its key is begun in the
+    // round trip that admits it; a larger one, or one of unknown length, only once admitted.
+    let keyed_op = match (&key, &matched) {
+        (Some(_), RouteMatch::Operation(op)) if op.idempotent && req.headers().contains_key(IDEMPOTENCY_KEY) => {
+            Some(*op)
+        }
+        _ => None,
+    };
+    let read_first =
+        keyed_op.filter(|op| !op.has_body() || declared_length(req.headers()).is_some_and(|n| n <= EARLY_BODY_BYTES));
+    let keyed = match (read_first, &key) {
+        (Some(op), Some(k)) => Box::pin(prepare_keyed(&mut req, op, k)).await,
+        _ => None,
     };
     let ask = keyed.as_ref().map(|k| IdempotencyAsk {
         key: &k.scope,
@@ -61,6 +68,9 @@ async fn guarded<E: Endpoint>(
         None => {
             state.last_used.touch(&state.db, tenant.key_id);
             state.usage.record(tenant.owner_gym_id, tenant.key_id);
+            if let (Some(op), None, Some(k)) = (keyed_op.filter(|_| read_first.is_none()), &begun, &key) {
+                begun = Box::pin(begin_after_admission(&mut req, op, k, state)).await;
+            }
             Box::pin(route(next, req, state, (tenant, family, matched, rules), &mut begun)).await
         }
     };
@@ -131,14 +141,49 @@ fn refusal(family: Family, licence: auth::Licence, retiring: bool, decision: Dec
     (!decision.allowed).then(|| ApiError::RateLimited { retry_after_secs: decision.retry_after_secs() }.as_response())
 }
 
-/// A keyed write as known before its request is admitted: the operation is marked idempotent and
-/// the request carries `Idempotency-Key`. Its body is read now (the fingerprint needs it) and kept
-/// for the route, which reads it as if it had not been.
+/// A keyed write as known before its handler: the operation is marked idempotent and the request
+/// carries `Idempotency-Key`. Its body is read (the fingerprint needs it), before admission when it
+/// is small, and kept for the route, which reads it as if it had not been.
 struct Prepared {
     /// Where the store keeps the key: the API key's fingerprint and the key's digest.
     scope: String,
     key_digest: String,
     fingerprint: String,
+}
+
+/// The largest body a keyed write has read before its request is admitted: a larger one waits for
+/// the key and the rate limit, so that requests nobody admits hold no more than this each.
+const EARLY_BODY_BYTES: u64 = 64 * 1024;
+
+fn declared_length(headers: &poem::http::HeaderMap) -> Option<u64> {
+    if headers.contains_key(poem::http::header::TRANSFER_ENCODING) {
+        return None;
+    }
+    headers.get(poem::http::header::CONTENT_LENGTH)?.to_str().ok()?.trim().parse().ok()
+}
+
+/// A keyed write with a large body, admitted: its body is read and its key begun in a store round
+/// trip of its own. A store that does not answer leaves the key to the database, as an admission
+/// that failed open does.
+async fn begin_after_admission(
+    req: &mut Request,
+    op: &Operation,
+    api_key: &str,
+    state: &AppState,
+) -> Option<(Prepared, Option<IdempotencyState>)> {
+    let prepared = prepare_keyed(req, op, api_key).await?;
+    let begun = state.store.idempotency_begin(&prepared.scope, &prepared.fingerprint, state.config.idempotency_lock);
+    let begun = match begun.await {
+        Ok(s) => Some(s),
+        Err(e) => {
+            static UNAVAILABLE: Repeated = Repeated::new();
+            if let Some(times) = UNAVAILABLE.due() {
+                tracing::warn!(error = %e, times, "idempotency store unavailable; the database keeps the keys");
+            }
+            None
+        }
+    };
+    Some((prepared, begun))
 }
 
 /// The body read before admission, for [`route`].
