@@ -236,7 +236,9 @@ async fn sign_in(req: &Request, state: Data<&AppState>, Form(f): Form<SignInForm
     }
     let email = f.email.trim().to_lowercase();
     let address = req.remote_addr().as_socket_addr().map(|a| a.ip().to_string()).unwrap_or_default();
-    let buckets = sign_in_buckets(&email, &address);
+    let device = known_device(key, &email);
+    let known = session::cookie(req, session::DEVICE_COOKIE).is_some_and(|c| session::same(c, &device));
+    let buckets = sign_in_buckets(&email, &address, known);
     let wait = sign_in_begins(&state, &buckets).await;
     if !wait.is_zero() {
         let wait = match u64::try_from(wait.as_millis().div_ceil(1000)).unwrap_or(u64::MAX) {
@@ -271,6 +273,7 @@ async fn sign_in(req: &Request, state: Data<&AppState>, Form(f): Form<SignInForm
     for c in [
         session::set_cookie(session::SESSION_COOKIE, &token, session::LIFETIME.num_seconds(), secure),
         session::set_cookie(session::SIGNIN_COOKIE, "", 0, secure),
+        session::set_cookie(session::DEVICE_COOKIE, &device, KNOWN_DEVICE_SECS, secure),
     ] {
         if let Ok(v) = c.parse() {
             h.append(header::SET_COOKIE, v);
@@ -280,8 +283,9 @@ async fn sign_in(req: &Request, state: Data<&AppState>, Form(f): Form<SignInForm
 }
 
 /// Failed sign-ins are counted per email and address together (a guesser elsewhere never slows the
-/// owner's own device down, and a success clears them) and per address across emails (one
-/// address trying many accounts); past the free ones each waits twice as long as the one before.
+/// owner's own device down, and a success clears them), per address across emails (one address
+/// trying many accounts) and per account ([`SIGN_IN_ACCOUNT`]); past the free ones each waits twice
+/// as long as the one before.
 const SIGN_IN_PAIR: Backoff = Backoff {
     free: 5,
     base: Duration::from_secs(5),
@@ -295,8 +299,31 @@ const SIGN_IN_ADDRESS: Backoff = Backoff {
     window: Duration::from_secs(3600),
 };
 
-fn sign_in_buckets(email: &str, address: &str) -> [(String, Backoff); 2] {
-    [(format!("signin:{address}:{email}"), SIGN_IN_PAIR), (format!("signin:{address}"), SIGN_IN_ADDRESS)]
+/// Failed sign-ins of one account from every address together (many addresses guessing one
+/// password): past 20 an hour each waits twice as long as the one before, at most a minute, so
+/// guesses are slowed to one a minute and the account is never locked. A device the account has
+/// signed in on before (its cookie, [`known_device`]) is not slowed by them; the owner on a fresh
+/// device waits a minute at most.
+const SIGN_IN_ACCOUNT: Backoff =
+    Backoff { free: 20, base: Duration::from_secs(2), max: Duration::from_secs(60), window: Duration::from_secs(3600) };
+/// How long a device stays known to an account after a sign-in on it.
+const KNOWN_DEVICE_SECS: i64 = 180 * 24 * 3600;
+
+/// The cookie that makes a device known to the account `email`: a keyed digest of the address
+/// (no one makes it without the server's key, and it names no one).
+fn known_device(key: &[u8], email: &str) -> String {
+    session::form_token(key, &format!("device:{email}"))
+}
+
+/// The buckets a sign-in counts in: the email and address together, the address, and, unless the
+/// device is known to the account, the account.
+fn sign_in_buckets(email: &str, address: &str, known_device: bool) -> Vec<(String, Backoff)> {
+    let mut buckets =
+        vec![(format!("signin:{address}:{email}"), SIGN_IN_PAIR), (format!("signin:{address}"), SIGN_IN_ADDRESS)];
+    if !known_device {
+        buckets.push((format!("signin:account:{email}"), SIGN_IN_ACCOUNT));
+    }
+    buckets
 }
 
 /// Begins a sign-in on every bucket, each counted as a failure until it succeeds (`Attempt::Begin`,
