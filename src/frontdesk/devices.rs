@@ -10,8 +10,8 @@ use std::{
 use chrono::{DateTime, Utc};
 use entity::{device, states::DeviceKind};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set,
-    Statement,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
+    QueryOrder, QuerySelect, Set, Statement,
 };
 use uuid::Uuid;
 
@@ -148,6 +148,46 @@ pub async fn all_of(db: &impl ConnectionTrait, actor: &Actor, gym_id: Uuid) -> a
         all.extend(found);
     }
     Ok(all)
+}
+
+/// Page `page` (from 1) of the devices of a gym and its sandbox (the gym's first, each oldest
+/// first), `per_page` each, with how many there are. Each statement names one gym (on a distributed
+/// database it runs on that gym's node alone): five at most, whatever the page.
+pub async fn page_of(
+    db: &impl ConnectionTrait,
+    actor: &Actor,
+    gym_id: Uuid,
+    (page, per_page): (u64, u64),
+) -> accounts::Result<(Vec<device::Model>, u64)> {
+    actor.require_view(gym_id)?;
+    let gyms = accounts::with_sandbox(db, gym_id).await?;
+    let mut counts = Vec::with_capacity(gyms.len());
+    for gym in &gyms {
+        counts.push(device::Entity::find().filter(device::Column::GymId.eq(*gym)).count(db).await?);
+    }
+    let (mut skip, mut wanted) = (page.saturating_sub(1).saturating_mul(per_page), per_page);
+    let mut found = Vec::new();
+    for (gym, n) in gyms.iter().zip(&counts) {
+        if skip >= *n {
+            skip -= n;
+            continue;
+        }
+        let take = wanted.min(n - skip);
+        let rows = device::Entity::find()
+            .filter(device::Column::GymId.eq(*gym))
+            .order_by_asc(device::Column::CreatedAt)
+            .order_by_asc(device::Column::Id)
+            .offset(skip)
+            .limit(take)
+            .all(db)
+            .await?;
+        found.extend(rows);
+        (skip, wanted) = (0, wanted - take);
+        if wanted == 0 {
+            break;
+        }
+    }
+    Ok((found, counts.iter().sum()))
 }
 
 /// A device of `owner` (a gym, for a device of it or of its sandbox) the actor may see.

@@ -24,24 +24,31 @@ use crate::{
     state::AppState,
 };
 
-/// The page of every device.
+/// The Devices page: [`PER_PAGE`] devices a page (`?page=N`), in a fixed number of statements
+/// whatever their number (the page, the facilities' names, two for each kind of device on it).
 #[handler]
 pub(super) async fn list(req: &Request, state: Data<&AppState>) -> Response {
     let s = match signed(&state, req).await {
         Ok(s) => s,
         Err(r) => return r,
     };
+    let asked = req.uri().query().unwrap_or_default().split('&').find_map(|p| p.strip_prefix("page="));
+    let asked = asked.and_then(|p| p.parse::<u64>().ok()).unwrap_or(1).max(1);
     let gathered = async {
-        let found = devices::all_of(&state.db, &s.actor(), s.gym.id).await?;
-        let names = facility_names(&state, &s).await?;
-        let mut rows = Vec::with_capacity(found.len());
-        for d in &found {
-            rows.push(row(d, &s, &names, queues::of(&*state.db, d).await?));
+        let (mut found, mut total) = devices::page_of(&state.db, &s.actor(), s.gym.id, (asked, PER_PAGE)).await?;
+        let mut page = asked;
+        // Past the last page (a device removed since the link was made): the last page.
+        if found.is_empty() && total > 0 {
+            page = total.div_ceil(PER_PAGE);
+            (found, total) = devices::page_of(&state.db, &s.actor(), s.gym.id, (page, PER_PAGE)).await?;
         }
-        Ok::<_, AccountError>(rows)
+        let names = facility_names(&state, &s).await?;
+        let queues = queues::of_many(&*state.db, &found).await?;
+        let rows = found.iter().zip(queues).map(|(d, q)| row(d, &s, &names, q)).collect();
+        Ok::<_, AccountError>((rows, page, total.div_ceil(PER_PAGE).max(1)))
     };
     match gathered.await {
-        Ok(rows) => html(
+        Ok((rows, page, pages)) => html(
             StatusCode::OK,
             pages::devices(&pages::DevicesView {
                 gym_name: &s.gym.name,
@@ -50,11 +57,16 @@ pub(super) async fn list(req: &Request, state: Data<&AppState>) -> Response {
                 can_manage: s.can_manage(),
                 device_access: s.gym.device_access,
                 devices: rows,
+                page,
+                pages,
             }),
         ),
         Err(e) => refused(e),
     }
 }
+
+/// Devices on one page of the Devices page.
+const PER_PAGE: u64 = 50;
 
 /// The names of the facilities of the gym and of its sandbox.
 async fn facility_names(state: &AppState, s: &Signed) -> Result<HashMap<Uuid, String>, AccountError> {

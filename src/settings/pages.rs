@@ -91,6 +91,9 @@ pub struct DevicesView<'a> {
     pub can_manage: bool,
     pub device_access: bool,
     pub devices: Vec<DeviceRow>,
+    /// This page, from 1, and how many there are.
+    pub page: u64,
+    pub pages: u64,
 }
 
 /// One device, with the facilities it may move to.
@@ -629,6 +632,13 @@ pub fn devices(v: &DevicesView) -> String {
                                     }
                                 }
                             }
+                        }
+                    }
+                    @if v.pages > 1 {
+                        nav.pager aria-label="Pages of devices" {
+                            @if v.page > 1 { a href={ "/settings/devices?page=" (v.page - 1) } rel="prev" { "‹ Previous" } " " }
+                            span { "Page " (v.page) " of " (v.pages) }
+                            @if v.page < v.pages { " " a href={ "/settings/devices?page=" (v.page + 1) } rel="next" { "Next ›" } }
                         }
                     }
                 }
