@@ -300,8 +300,8 @@ const SIGN_IN_ADDRESS: Backoff = Backoff {
 };
 
 /// Failed sign-ins of one account from every address together (many addresses guessing one
-/// password): past 20 an hour each waits twice as long as the one before, at most a minute, so
-/// guesses are slowed to one a minute and the account is never locked. A device the account has
+/// password): past 20 an hour the next waits 10 s, each after twice as long as the one before, at
+/// most a minute, so guesses are slowed to one a minute and the account is never locked. A device the account has
 /// signed in on before (its cookie, [`known_device`]) is not slowed by them; the owner on a fresh
 /// device waits a minute at most.
 const SIGN_IN_ACCOUNT: Backoff =
