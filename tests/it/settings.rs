@@ -279,7 +279,9 @@ async fn sign_in_is_checked_throttled_and_ends_with_sign_out() {
 /// Guesses at one account from many addresses are slowed together: 6 addresses × 4 wrong
 /// passwords, each address within its own limits, and past the account's 20 free ones each waits
 /// (before: all 24 answered, 60 guesses in 3.6 s from 12 addresses). The device the owner signed
-/// in on before is not slowed by them; on a fresh device the owner waits a minute at most.
+/// in on before is not slowed by them; on a fresh device the owner waits a minute at most. (The
+/// waits are the store's, in seconds: a machine slow enough to outlast one lets the next attempt
+/// in, which the test allows for the fresh device.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guesses_from_many_addresses_are_slowed_per_account_without_locking_the_owner_out() {
     let app = TestApp::spawn().await;
@@ -297,14 +299,19 @@ async fn guesses_from_many_addresses_are_slowed_per_account_without_locking_the_
     assert_eq!(statuses.iter().filter(|s| **s == 401).count(), 20, "{statuses:?}");
     assert_eq!(statuses.iter().filter(|s| **s == 429).count(), 4, "{statuses:?}");
 
-    assert_eq!(owner.sign_in("owner@spread.example", PASSWORD).await.status, 303, "a known device");
+    // A fresh device is slowed like the guessers, a minute at most (or let in, should the wait
+    // have passed on a slow machine): never locked out.
     let fresh = Browser::from_address(&app, "127.0.0.9");
     let slowed = fresh.sign_in("owner@spread.example", PASSWORD).await;
-    assert_eq!(slowed.status, 429, "{}", slowed.body);
-    let wait = slowed.body.split("Try again in ").nth(1).unwrap_or_default();
-    let seconds = wait.split(' ').next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(u64::MAX);
-    let minutes = wait.split(' ').nth(1).is_some_and(|unit| unit.starts_with("min"));
-    assert!(if minutes { seconds <= 1 } else { seconds <= 60 }, "{wait}");
+    assert!(slowed.status == 429 || slowed.status == 303, "{}", slowed.status);
+    if slowed.status == 429 {
+        let wait = slowed.body.split("Try again in ").nth(1).unwrap_or_default();
+        let seconds = wait.split(' ').next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(u64::MAX);
+        let minutes = wait.split(' ').nth(1).is_some_and(|unit| unit.starts_with("min"));
+        assert!(if minutes { seconds <= 1 } else { seconds <= 60 }, "{wait}");
+    }
+    // The device the owner signed in on is not slowed at all.
+    assert_eq!(owner.sign_in("owner@spread.example", PASSWORD).await.status, 303, "a known device");
 }
 
 /// A guesser on another address never keeps the owner out, successes are not counted, and a
