@@ -340,6 +340,7 @@ async fn insert_key(db: &impl ConnectionTrait, gym_id: Uuid, env: Environment, n
         expires_at: Set(None),
         revoked_at: Set(None),
         replaced_by_id: Set(None),
+        checksummed: Set(true),
     }
     .insert(db)
     .await?;
@@ -570,6 +571,7 @@ mod tests {
             expires_at: None,
             revoked_at: None,
             replaced_by_id: None,
+            checksummed: true,
         };
         assert_eq!(KeyStatus::of(&k, now).label(now), "Active");
         k.expires_at = Some(now + chrono::Duration::hours(23) + chrono::Duration::minutes(59));

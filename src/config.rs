@@ -53,6 +53,10 @@ pub struct Config {
     /// deliveries. A write in the same process wakes its dispatcher at once; a `gymapi worker`
     /// learns of the servers' writes by looking.
     pub webhook_poll: Duration,
+    /// `GYMAPI_WEBHOOK_PROXY=http://[user:password@]host:port`: the egress proxy webhooks go
+    /// through (`CONNECT` to the address the dispatcher checked). Unset: webhooks connect directly,
+    /// whatever `HTTPS_PROXY` and the like say.
+    pub webhook_proxy: Option<url::Url>,
     /// `GYMAPI_LOG_FORMAT=json` for JSON lines (default: human-readable).
     pub log_json: bool,
     /// `GYMAPI_HEADER_TIMEOUT_SECS`, default 30: how long a connection may take to send a request's
@@ -101,6 +105,7 @@ impl Default for Config {
                 .collect(),
             webhook_dispatch: true,
             webhook_poll: Duration::from_millis(200),
+            webhook_proxy: None,
             log_json: false,
             header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(30),
@@ -225,6 +230,14 @@ impl Config {
         }
         if let Some(v) = var("GYMAPI_WEBHOOK_POLL_MS") {
             c.webhook_poll = Duration::from_millis(positive("GYMAPI_WEBHOOK_POLL_MS", &v)?.into());
+        }
+        if let Some(v) = var("GYMAPI_WEBHOOK_PROXY").filter(|v| !v.trim().is_empty()) {
+            let url =
+                url::Url::parse(v.trim()).map_err(|e| anyhow::anyhow!("GYMAPI_WEBHOOK_PROXY is not a URL ({e})"))?;
+            if url.scheme() != "http" || url.host_str().is_none() {
+                bail!("GYMAPI_WEBHOOK_PROXY must be an http://host:port URL of a proxy that tunnels with CONNECT");
+            }
+            c.webhook_proxy = Some(url);
         }
         c.log_json = var("GYMAPI_LOG_FORMAT").is_some_and(|v| v == "json");
         if let Some(v) = var("GYMAPI_HEADER_TIMEOUT_SECS") {

@@ -24,6 +24,8 @@ pub struct Model {
     pub revoked_at: Option<DateTimeUtc>,
     /// The key that replaced this one when it was rolled.
     pub replaced_by_id: Option<Uuid>,
+    /// The key ends in a checksum of the rest (every key issued since 2026-11-28).
+    pub checksummed: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -25,6 +25,7 @@ mod m20261126_000016_member_membership_lists;
 mod m20261127_000017_keyed_write_guard;
 mod m20261127_000018_frozen_receipts;
 mod m20261127_000019_facility_details;
+mod m20261128_000020_key_checksums;
 pub mod tenancy;
 
 pub struct Migrator;
@@ -52,6 +53,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000017_keyed_write_guard::Migration),
             Box::new(m20261127_000018_frozen_receipts::Migration),
             Box::new(m20261127_000019_facility_details::Migration),
+            Box::new(m20261128_000020_key_checksums::Migration),
         ]
     }
 }

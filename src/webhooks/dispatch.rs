@@ -25,7 +25,11 @@ use serde_json::json;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use super::{check_url, is_public, signature_header};
+use super::{
+    check_url, is_public,
+    proxy::{Answer, ViaProxy},
+    signature_header,
+};
 use crate::{
     config::Config,
     db::placeholders,
@@ -66,13 +70,19 @@ impl reqwest::dns::Resolve for PublicOnly {
 
 pub struct Dispatcher {
     db: DatabaseConnection,
-    client: reqwest::Client,
+    transport: Transport,
     schedule: Vec<Duration>,
     allow_private: bool,
     /// How often it looks for due deliveries when nothing woke it (`webhook_poll`).
     poll: Duration,
     wake: Arc<Notify>,
     metrics: Arc<Metrics>,
+}
+
+/// How attempts reach receivers: directly, or through the proxy `GYMAPI_WEBHOOK_PROXY` names.
+enum Transport {
+    Direct(reqwest::Client),
+    Proxy(ViaProxy),
 }
 
 /// What one attempt came to.
@@ -89,6 +99,30 @@ impl Outcome {
     }
 }
 
+/// One attempt straight to the receiver, reading a bounded part of its body; whatever the receiver
+/// sends beyond it is dropped.
+async fn post_direct(
+    client: &reqwest::Client,
+    url: &str,
+    headers: &[(&'static str, String)],
+    body: String,
+) -> Result<Answer, String> {
+    let mut request = client.post(url).body(body);
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
+    let mut resp = request.send().await.map_err(|err| describe(&err))?;
+    let status = resp.status().as_u16();
+    let mut excerpt = Vec::new();
+    while excerpt.len() < EXCERPT_BYTES {
+        match tokio::time::timeout(TIMEOUT, resp.chunk()).await {
+            Ok(Ok(Some(chunk))) => excerpt.extend_from_slice(&chunk[..chunk.len().min(EXCERPT_BYTES - excerpt.len())]),
+            _ => break,
+        }
+    }
+    Ok(Answer { status, excerpt })
+}
+
 fn elapsed_ms(started: Instant) -> i64 {
     i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX)
 }
@@ -101,20 +135,27 @@ impl Dispatcher {
         metrics: Arc<Metrics>,
     ) -> anyhow::Result<Self> {
         // No proxy from the environment (`HTTPS_PROXY`, `ALL_PROXY`, ...): a proxy would resolve the
-        // endpoint's name itself, past the check of its address below.
-        let mut builder = reqwest::Client::builder()
-            .no_proxy()
-            .user_agent(concat!("gymapi-webhooks/", env!("CARGO_PKG_VERSION")))
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(TIMEOUT)
-            .pool_idle_timeout(Duration::from_secs(30));
-        if !config.webhook_allow_private {
-            builder = builder.dns_resolver(Arc::new(PublicOnly));
-        }
+        // endpoint's name itself, past the check of its address below. One named for webhooks is
+        // told the checked address (proxy.rs).
+        let transport = match &config.webhook_proxy {
+            Some(proxy) => Transport::Proxy(ViaProxy::new(proxy, config.webhook_allow_private)?),
+            None => {
+                let mut builder = reqwest::Client::builder()
+                    .no_proxy()
+                    .user_agent(concat!("gymapi-webhooks/", env!("CARGO_PKG_VERSION")))
+                    .redirect(reqwest::redirect::Policy::none())
+                    .connect_timeout(Duration::from_secs(5))
+                    .timeout(TIMEOUT)
+                    .pool_idle_timeout(Duration::from_secs(30));
+                if !config.webhook_allow_private {
+                    builder = builder.dns_resolver(Arc::new(PublicOnly));
+                }
+                Transport::Direct(builder.build()?)
+            }
+        };
         Ok(Self {
             db,
-            client: builder.build()?,
+            transport,
             schedule: config.webhook_retry_schedule.clone(),
             allow_private: config.webhook_allow_private,
             poll: config.webhook_poll,
@@ -296,31 +337,29 @@ impl Dispatcher {
         let timestamp = Utc::now().timestamp();
         let body = event.payload.as_bytes();
         let signature = signature_header(e, &id, timestamp, body);
-        let sent = self
-            .client
-            .post(&e.url)
-            .header("content-type", "application/json")
-            .header("webhook-id", &id)
-            .header("webhook-timestamp", timestamp.to_string())
-            .header("webhook-signature", signature)
-            .body(event.payload.clone())
-            .send()
-            .await;
-        let mut resp = match sent {
-            Ok(r) => r,
-            Err(err) => return Outcome::failed(describe(&err), started),
-        };
-        let status = resp.status().as_u16();
-        let mut excerpt = Vec::new();
-        // Read a bounded part of the body; whatever the receiver sends beyond it is dropped.
-        while excerpt.len() < EXCERPT_BYTES {
-            match tokio::time::timeout(TIMEOUT, resp.chunk()).await {
-                Ok(Ok(Some(chunk))) => {
-                    excerpt.extend_from_slice(&chunk[..chunk.len().min(EXCERPT_BYTES - excerpt.len())])
-                }
-                _ => break,
+        let headers = [
+            ("content-type", "application/json".to_string()),
+            ("webhook-id", id),
+            ("webhook-timestamp", timestamp.to_string()),
+            ("webhook-signature", signature),
+        ];
+        let answer = match &self.transport {
+            Transport::Direct(client) => post_direct(client, &e.url, &headers, event.payload.clone()).await,
+            Transport::Proxy(proxy) => {
+                let target = match url::Url::parse(&e.url) {
+                    Ok(u) => u,
+                    Err(err) => return Outcome::failed(format!("not a URL ({err})"), started),
+                };
+                let body = bytes::Bytes::from(event.payload.clone());
+                tokio::time::timeout(TIMEOUT, proxy.post(&target, &headers, body, EXCERPT_BYTES))
+                    .await
+                    .unwrap_or_else(|_| Err("the receiver did not answer in time".into()))
             }
-        }
+        };
+        let Answer { status, excerpt } = match answer {
+            Ok(a) => a,
+            Err(why) => return Outcome::failed(why, started),
+        };
         let text = String::from_utf8_lossy(&excerpt).into_owned();
         Outcome {
             response_status: Some(status),

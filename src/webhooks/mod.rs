@@ -6,6 +6,7 @@
 //! transaction; the delivery machinery never looks inside `data`.
 
 pub mod dispatch;
+mod proxy;
 
 use std::net::IpAddr;
 

@@ -256,6 +256,7 @@ async fn a_key_whose_gym_is_a_sandbox_never_works() {
             expires_at: Set(None),
             revoked_at: Set(None),
             replaced_by_id: Set(None),
+            checksummed: Set(true),
         }
         .insert(&app.db)
         .await

@@ -465,6 +465,86 @@ async fn proxy_variables_do_not_carry_a_webhook_past_the_address_guard() {
     assert_eq!(heard.load(std::sync::atomic::Ordering::SeqCst), 0, "the proxy was asked to connect");
 }
 
+/// A proxy that tunnels with `CONNECT`, on a free loopback port: its URL, and the targets it was
+/// asked to connect to.
+async fn connect_proxy() -> (String, Arc<Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let heard = asked.clone();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            let heard = heard.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && client.read(&mut byte).await.unwrap_or(0) == 1 {
+                    head.push(byte[0]);
+                }
+                let line = String::from_utf8_lossy(&head).lines().next().unwrap_or_default().to_string();
+                heard.lock().unwrap().push(line.clone());
+                let target = line.split_whitespace().nth(1).unwrap_or_default().to_string();
+                let Ok(mut server) = tokio::net::TcpStream::connect(&target).await else {
+                    let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n").await;
+                    return;
+                };
+                client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await.unwrap();
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+            });
+        }
+    });
+    (url, asked)
+}
+
+/// With a webhook proxy named (`GYMAPI_WEBHOOK_PROXY`), the dispatcher resolves the receiver's
+/// name itself and asks the proxy for the address it checked, never for the name: a delivery to
+/// `localhost` arrives through a tunnel to `127.0.0.1`, signed, with the name in `Host`; outside
+/// development a name resolving to a private address is refused and the proxy hears nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_named_webhook_proxy_is_told_the_checked_address() {
+    let (proxy_url, asked) = connect_proxy().await;
+    let proxy = url::Url::parse(&proxy_url).unwrap();
+    let app = TestApp::spawn_with(|c| {
+        c.webhook_allow_private = true;
+        c.webhook_retry_schedule = vec![Duration::from_secs(1); 3];
+        c.rate_limit_per_minute = 10_000;
+        c.webhook_proxy = Some(proxy.clone());
+    })
+    .await;
+    let gym = app.gym("Through a proxy").await;
+    let receiver = Receiver::start(&[]).await;
+    let port = receiver.url.rsplit(':').next().unwrap().trim_end_matches("/hook").to_string();
+    let by_name = format!("http://localhost:{port}/hook");
+    let secret = endpoint(&app, &gym, &by_name, &["member.created"]).await.secret;
+    let member = app.member(&gym.live_key, "Via", "Proxy").await;
+    let got = receiver.wait_for(1).await;
+    assert_eq!(got[0].json()["data"]["id"], member["id"]);
+    assert_eq!(got[0].header("host"), format!("localhost:{port}"));
+    assert!(verify(&secret, &got[0]), "the delivery is signed");
+    let asked_for = asked.lock().unwrap().clone();
+    assert!(asked_for.iter().all(|l| !l.contains("localhost")), "the proxy was told the name: {asked_for:?}");
+    assert!(asked_for.contains(&format!("CONNECT 127.0.0.1:{port} HTTP/1.1")), "{asked_for:?}");
+
+    let (proxy_url, asked) = connect_proxy().await;
+    let proxy = url::Url::parse(&proxy_url).unwrap();
+    let guarded = TestApp::spawn_with(|c| {
+        c.webhook_retry_schedule = vec![Duration::from_secs(1)];
+        c.webhook_proxy = Some(proxy.clone());
+    })
+    .await;
+    let gym = guarded.gym("Guarded").await;
+    webhooks::create_endpoint(&guarded.db, &Actor::Operator, gym.id, false, "https://localhost:9/hook", &[], false)
+        .await
+        .unwrap();
+    guarded.member(&gym.live_key, "A", "B").await;
+    let list = deliveries(&guarded, &gym.live_key, "").await;
+    let d = delivery_in(&guarded, &gym.live_key, list[0]["id"].as_str().unwrap(), "failed").await;
+    let error = d["attempts"][0]["error"].as_str().unwrap();
+    assert!(error.contains("not public"), "{error}");
+    assert!(asked.lock().unwrap().is_empty(), "the proxy was asked: {:?}", asked.lock().unwrap());
+}
+
 fn worker(app: &TestApp) -> std::process::Child {
     std::process::Command::new(env!("CARGO_BIN_EXE_gymapi"))
         .arg("worker")

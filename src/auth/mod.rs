@@ -28,17 +28,39 @@ use crate::{
     metrics::OutcomeLabel,
 };
 
+pub use legacy::LegacyKeys;
+
+mod legacy;
+
 pub const LIVE_PREFIX: &str = "svc_live_";
 pub const TEST_PREFIX: &str = "svc_test_";
 /// Random characters after the environment prefix.
 pub const KEY_RANDOM_LEN: usize = 32;
+/// Characters of the checksum that ends a key issued since 2026-11-28.
+pub const KEY_CHECKSUM_LEN: usize = 6;
 /// Random characters shown in the display prefix (`svc_live_AbCd`).
 pub const DISPLAY_RANDOM_LEN: usize = 4;
 
-/// A new key for an environment: the prefix plus 32 base62 characters from the OS RNG.
+const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/// A new key for an environment: the prefix, 32 base62 characters from the OS RNG, and the
+/// checksum of both.
 pub fn generate_key(env: Environment) -> String {
     let random: String = OsRng.sample_iter(&Alphanumeric).take(KEY_RANDOM_LEN).map(char::from).collect();
-    format!("{}{random}", env_prefix(env))
+    let body = format!("{}{random}", env_prefix(env));
+    let checksum = checksum(&body);
+    format!("{body}{checksum}")
+}
+
+/// The CRC-32 of the prefix and random part, as six base62 characters (most significant first).
+fn checksum(body: &str) -> String {
+    let mut n = u64::from(crc32fast::hash(body.as_bytes()));
+    let mut out = [b'0'; KEY_CHECKSUM_LEN];
+    for slot in out.iter_mut().rev() {
+        *slot = BASE62[(n % 62) as usize];
+        n /= 62;
+    }
+    out.iter().map(|&b| char::from(b)).collect()
 }
 
 pub fn env_prefix(env: Environment) -> &'static str {
@@ -48,8 +70,16 @@ pub fn env_prefix(env: Environment) -> &'static str {
     }
 }
 
-/// The environment of a well-formed key, `None` for anything else.
-pub fn parse_key(key: &str) -> Option<Environment> {
+/// How a well-formed key was made: with a checksum (every key issued since 2026-11-28), or before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyShape {
+    Checksummed,
+    Legacy,
+}
+
+/// The environment and shape of a well-formed key, `None` for anything else: a key of today's
+/// length whose checksum does not match is not well formed.
+pub fn parse_key(key: &str) -> Option<(Environment, KeyShape)> {
     let (env, rest) = if let Some(rest) = key.strip_prefix(LIVE_PREFIX) {
         (Environment::Live, rest)
     } else if let Some(rest) = key.strip_prefix(TEST_PREFIX) {
@@ -57,7 +87,17 @@ pub fn parse_key(key: &str) -> Option<Environment> {
     } else {
         return None;
     };
-    (rest.len() == KEY_RANDOM_LEN && rest.bytes().all(|b| b.is_ascii_alphanumeric())).then_some(env)
+    if !rest.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return None;
+    }
+    match rest.len() {
+        KEY_RANDOM_LEN => Some((env, KeyShape::Legacy)),
+        n if n == KEY_RANDOM_LEN + KEY_CHECKSUM_LEN => {
+            let (body, sum) = key.split_at(key.len() - KEY_CHECKSUM_LEN);
+            (checksum(body) == sum).then_some((env, KeyShape::Checksummed))
+        }
+        _ => None,
+    }
 }
 
 /// Lowercase hex SHA-256 of the key: the only form in which a key is stored.
@@ -168,8 +208,11 @@ pub async fn admit(
     now: DateTime<Utc>,
 ) -> Result<Admitted, ApiError> {
     let key = key.ok_or(ApiError::Unauthorized)?;
-    let env = parse_key(key).ok_or(ApiError::Unauthorized)?;
+    let (env, shape) = parse_key(key).ok_or(ApiError::Unauthorized)?;
     let fp = fingerprint(key);
+    if shape == KeyShape::Legacy && !resolutions.legacy.may_exist(db, &fp).await {
+        return Err(ApiError::Unauthorized);
+    }
     let counted = match store.admit(&fp, budget, policy, ask).await {
         Ok(Admission::Granted { grant, decision, idempotency }) => match serde_json::from_str::<Grant>(&grant) {
             Ok(g) if g.valid_until.is_none_or(|t| t > now) => return Ok((g, decision, idempotency).into()),
@@ -253,6 +296,9 @@ pub struct Resolutions {
     started: AtomicU64,
     /// Lookups sent to the database, by what they found (`GET /metrics`).
     lookups: Family<OutcomeLabel, Counter>,
+    /// The keys issued before keys carried a checksum: a key of their shape not among them is
+    /// never looked up.
+    legacy: LegacyKeys,
 }
 
 /// A resolution under way: its number and the answer its waiters share.
@@ -487,22 +533,31 @@ mod tests {
     #[test]
     fn generated_keys_have_the_documented_shape() {
         let live = generate_key(Environment::Live);
-        assert_eq!(parse_key(&live), Some(Environment::Live));
-        assert_eq!(live.len(), LIVE_PREFIX.len() + 32);
+        assert_eq!(parse_key(&live), Some((Environment::Live, KeyShape::Checksummed)));
+        assert_eq!(live.len(), LIVE_PREFIX.len() + KEY_RANDOM_LEN + KEY_CHECKSUM_LEN);
         let test = generate_key(Environment::Test);
-        assert_eq!(parse_key(&test), Some(Environment::Test));
+        assert_eq!(parse_key(&test), Some((Environment::Test, KeyShape::Checksummed)));
         assert_ne!(generate_key(Environment::Live), live);
         assert_eq!(display_prefix(&live).len(), "svc_live_AbCd".len());
+        // A key of before the checksum: the prefix and 32 characters.
+        assert_eq!(parse_key(&live[..live.len() - KEY_CHECKSUM_LEN]), Some((Environment::Live, KeyShape::Legacy)));
     }
 
     #[test]
     fn malformed_keys_are_rejected_by_shape() {
+        let live = generate_key(Environment::Live);
+        let mut typo = live.clone().into_bytes();
+        typo[12] = if typo[12] == b'a' { b'b' } else { b'a' };
+        let typo = String::from_utf8(typo).unwrap_or_default();
         for k in [
             "",
             "svc_live_",
             "svc_live_short",
             "sk_live_abcdefghijklmnopqrstuvwxyz012345",
             "svc_live_abcdefghijklmnopqrstuvwxyz01234-",
+            &typo,
+            &live.replacen(LIVE_PREFIX, TEST_PREFIX, 1),
+            &format!("{live}0"),
         ] {
             assert_eq!(parse_key(k), None, "{k}");
         }
