@@ -56,6 +56,54 @@ fn assert_json_refusal(r: &Raw, status: u16, kind: &str) {
     assert!(r.head.contains("content-type: application/json"), "{}", r.head);
 }
 
+/// Requests hyper cannot parse are refused in JSON with a request id, like every other refusal
+/// (before, hyper answered 400 or 414 with an empty body and no `X-Request-Id`), on a fresh
+/// connection and after a good request on the same one.
+#[tokio::test]
+async fn unreadable_http_is_refused_in_json_with_a_request_id() {
+    let app = TestApp::spawn().await;
+    let long_uri = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70_000));
+    let mut tls = vec![0x16, 0x03, 0x01, 0x00, 0xa5, 0x01, 0x00, 0x00, 0xa1, 0x03, 0x03];
+    tls.extend([0u8; 100]);
+    let cases: [(&str, &[u8], u16, &str); 9] = [
+        ("a bare CR", b"GET / HTTP/1.1\rHost: x\r\n\r\n", 400, "bad_request"),
+        ("a NUL in the target", b"GET /\0 HTTP/1.1\r\nHost: x\r\n\r\n", 400, "bad_request"),
+        (
+            "two Content-Lengths",
+            b"POST /api/v1/members HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+            400,
+            "bad_request",
+        ),
+        (
+            "an unknown Transfer-Encoding",
+            b"POST /api/v1/members HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
+            400,
+            "bad_request",
+        ),
+        ("TLS on the plain port", &tls, 400, "bad_request"),
+        ("an unknown version", b"GET / HTTP/9.9\r\nHost: x\r\n\r\n", 400, "bad_request"),
+        ("no method", b" / HTTP/1.1\r\nHost: x\r\n\r\n", 400, "bad_request"),
+        ("a URI of 70,000 bytes", long_uri.as_bytes(), 414, "uri_too_long"),
+        (
+            "a good request, then a NUL",
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /\0 HTTP/1.1\r\nHost: x\r\n\r\n",
+            400,
+            "bad_request",
+        ),
+    ];
+    for (what, request, status, kind) in cases {
+        let mut socket = connect(&app).await;
+        socket.write_all(request).await.unwrap();
+        let bytes = read_all(&mut socket).await;
+        // The last answer on the connection is the refusal.
+        let at = bytes.windows(10).rposition(|w| w == b"HTTP/1.1 4").unwrap_or(0);
+        let r = parse(&bytes[at..]);
+        assert!(r.head.contains("connection: close"), "{what}: {}", r.head);
+        assert_json_refusal(&r, status, kind);
+        assert!(r.body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{what}");
+    }
+}
+
 /// A keyed write's large body waits for its key and rate limit: an unknown key, or a key past its
 /// limit, is answered at once while its 4 MB body has not been sent (before, the server read the
 /// whole body first, for the key's fingerprint: 60 such requests with an unknown key took its

@@ -1,5 +1,6 @@
 //! Running the service: bind, accept connections up to a cap, serve each with hyper under the
-//! configured limits, shut down gracefully.
+//! configured limits, shut down gracefully. A request hyper cannot parse is answered in JSON too
+//! (`malformed`).
 //!
 //! The limits every connection is held to (docs/configuration.md): at most `max_connections`
 //! open at once (one more is answered 503 and closed, never left waiting); a request's head must
@@ -23,6 +24,8 @@ use poem::{
 use tokio::{io::AsyncWriteExt, net::TcpListener, sync::Semaphore};
 
 use crate::{app::app, state::AppState};
+
+mod malformed;
 
 /// How long requests in flight may take to finish once the server shuts down.
 const DRAIN: Duration = Duration::from_secs(30);
@@ -110,7 +113,8 @@ pub async fn run(listener: TcpListener, state: AppState, stop: impl Future<Outpu
                 () = stopping.wait() => false,
             };
             if sent {
-                let connection = http.serve_connection(TokioIo::new(socket), service).into_owned();
+                let connection =
+                    http.serve_connection(TokioIo::new(malformed::Answering::new(socket)), service).into_owned();
                 if let Err(e) = watcher.watch(connection).await {
                     tracing::debug!(error = %e, "connection ended with an error");
                 }
