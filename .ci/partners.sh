@@ -2,9 +2,9 @@
 # openapi.yaml through the tools partners use (pinned in .ci/partners/package.json, from npm):
 #   1. Spectral (spectral:oas) and Redocly (recommended) lint it with no warning beyond the ones
 #      allowed, each with its reason, in .ci/partners/;
-#   2. openapi-diff finds no breaking change from the last released document (the newest tag
-#      `openapi-v*`, or else the newest commit whose document had another `info.version`) but the
-#      ones .ci/partners/allowed-breaks.yaml names for this version, each with why it breaks no one;
+#   2. openapi-diff finds no breaking change from the last released document (the newest file of
+#      releases/ older than this version) but the ones .ci/partners/allowed-breaks.yaml names for
+#      this version, each with why it breaks no one;
 #   3. openapi-typescript generates its types, `tsc --strict` checks .ci/partners/client.ts, and
 #      the program runs against `gymapi serve` on a fresh SQLite database.
 # Usage: .ci/partners.sh path/to/gymapi
@@ -44,20 +44,22 @@ PY
 echo "-- breaking changes since the last release (openapi-diff)"
 version_of() { sed -n 's/^  version: *//p' | head -1; }
 current=$(version_of <openapi.yaml)
-previous=$(git tag --list 'openapi-v*' --sort=-v:refname | head -1)
+# The last release before this version: the newest file of releases/ (releases/README.md) older
+# than the document's own version.
+previous=$(python3 - "$current" <<'PY'
+import pathlib, re, sys
+def key(v): return tuple(int(x) for x in v.split("."))
+current = key(sys.argv[1])
+found = [m.group(1) for p in pathlib.Path("releases").glob("openapi-[0-9]*.yaml")
+         if (m := re.match(r"openapi-(\d+\.\d+\.\d+)\.yaml$", p.name)) and key(m.group(1)) < current]
+print(max(found, key=key) if found else "")
+PY
+)
 if [ -n "$previous" ]; then
-  git show "$previous:openapi.yaml" >"$work/previous.yaml"
-else
-  for commit in $(git log --format=%H -- openapi.yaml); do
-    if [ "$(git show "$commit:openapi.yaml" | version_of)" != "$current" ]; then
-      git show "$commit:openapi.yaml" >"$work/previous.yaml"
-      previous="$(git show "$commit:openapi.yaml" | version_of) (commit ${commit:0:10})"
-      break
-    fi
-  done
+  cp "releases/openapi-$previous.yaml" "$work/previous.yaml"
 fi
 if [ -z "$previous" ]; then
-  echo "no earlier document in this clone's history (a shallow clone?): nothing to compare"
+  echo "no earlier release in releases/: nothing to compare"
 else
   "$bin/openapi-diff" "$work/previous.yaml" openapi.yaml >"$work/diff.txt" 2>&1 || true
   python3 - "$work/diff.txt" .ci/partners/allowed-breaks.yaml "$current" "$previous" <<'PY'
