@@ -93,6 +93,8 @@ struct ParamSpec<V = Validator> {
     location: ParamLocation,
     required: bool,
     scalar: Scalar,
+    /// A `format: date-time` string, read in the lenient forms [`date_time_spelled_strictly`] knows.
+    date_time: bool,
     validator: V,
 }
 
@@ -215,6 +217,7 @@ impl Operation<String> {
                         location: p.location,
                         required: p.required,
                         scalar: p.scalar,
+                        date_time: p.date_time,
                     })
                 })
                 .collect::<anyhow::Result<_>>()?,
@@ -239,6 +242,25 @@ impl Operation {
 
     pub fn has_body(&self) -> bool {
         self.body.is_some()
+    }
+
+    /// The query with its date-time parameters spelled as RFC 3339 requires, when one was spelled
+    /// in a form common generators send (an offset without its colon, `+0000`; a `+` left unencoded,
+    /// which a query reads as a space); `None` when nothing needed it.
+    pub fn normalized_query(&self, query: Option<&str>) -> Option<String> {
+        let query = query?;
+        let dated = |name: &str| {
+            self.params.iter().any(|p| p.date_time && p.location == ParamLocation::Query && p.name == name)
+        };
+        let mut changed = false;
+        let pairs: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes())
+            .map(|(k, v)| {
+                let strict = dated(&k).then(|| date_time_spelled_strictly(&v)).flatten();
+                changed |= strict.is_some();
+                (k.into_owned(), strict.unwrap_or_else(|| v.into_owned()))
+            })
+            .collect();
+        changed.then(|| url::form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish())
     }
 
     /// Query and header parameters against their schemas. Unknown query parameters are ignored.
@@ -387,6 +409,27 @@ fn scalar_name(s: Scalar) -> &'static str {
     }
 }
 
+/// A date-time whose offset lacks its colon (`+0000`, `-0530`) or whose `+` arrived as a space,
+/// spelled as RFC 3339 (`+00:00`); `None` when it needs no change or is no date-time at all.
+fn date_time_spelled_strictly(value: &str) -> Option<String> {
+    let b = value.as_bytes();
+    if b.len() < 24 || !matches!(b[10], b'T' | b't') || !b.is_ascii() {
+        return None;
+    }
+    let digits = |s: &[u8]| s.iter().all(u8::is_ascii_digit);
+    let n = b.len();
+    // `+HHMM` / `-HHMM` / ` HHMM` at the end.
+    if matches!(b[n - 5], b'+' | b'-' | b' ') && digits(&b[n - 4..]) {
+        let sign = if b[n - 5] == b'-' { '-' } else { '+' };
+        return Some(format!("{}{sign}{}:{}", &value[..n - 5], &value[n - 4..n - 2], &value[n - 2..]));
+    }
+    // ` HH:MM` at the end: a `+` the client did not encode.
+    if b[n - 6] == b' ' && digits(&b[n - 5..n - 3]) && b[n - 3] == b':' && digits(&b[n - 2..]) {
+        return Some(format!("{}+{}", &value[..n - 6], &value[n - 5..]));
+    }
+    None
+}
+
 fn coerce(scalar: Scalar, raw: &str) -> Option<Value> {
     Some(match scalar {
         Scalar::String => Value::String(raw.to_string()),
@@ -488,7 +531,9 @@ fn param_spec(doc: &Value, p: &Value, set: &mut SchemaSet, operation: &str) -> a
         other => bail!("parameter {name}: unsupported location {other:?}"),
     };
     let schema = p.get("schema").ok_or_else(|| anyhow!("parameter {name} has no schema"))?;
-    let scalar = match resolve(doc, schema)?.get("type").and_then(Value::as_str) {
+    let resolved = resolve(doc, schema)?;
+    let date_time = resolved.get("format").and_then(Value::as_str) == Some("date-time");
+    let scalar = match resolved.get("type").and_then(Value::as_str) {
         Some("string") => Scalar::String,
         Some("integer") => Scalar::Integer,
         Some("number") => Scalar::Number,
@@ -501,6 +546,7 @@ fn param_spec(doc: &Value, p: &Value, set: &mut SchemaSet, operation: &str) -> a
         name,
         location,
         scalar,
+        date_time,
     })
 }
 

@@ -213,7 +213,12 @@ impl ResponseError for ApiError {
         let mut response = match self {
             Self::Validation(errors) => json_response(
                 self.status(),
-                &json!({ "type": "validation_failed", "message": errors.summary(), "errors": errors.0 }),
+                &json!({
+                    "type": "validation_failed",
+                    "message": errors.summary(),
+                    "errors": errors.0,
+                    "error": { "type": "validation_failed", "message": errors.summary() },
+                }),
             ),
             _ => error_response(self.status(), self.kind(), &self.message()),
         };

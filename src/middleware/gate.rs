@@ -238,6 +238,11 @@ async fn route<E: Endpoint>(
         }
         RouteMatch::Operation(op) => op,
     };
+    if let Some(query) = op.normalized_query(req.uri().query())
+        && let Ok(uri) = format!("{}?{query}", req.uri().path()).parse::<poem::http::Uri>()
+    {
+        *req.uri_mut() = uri;
+    }
     let mut errors = op.validate_params(req.uri().query(), req.headers());
     if !op.has_body() && carries_body(req.headers()) {
         errors.add("body", "This operation takes no request body.");

@@ -17,7 +17,13 @@ use crate::errors::FieldErrors;
 /// openapi.yaml before it reaches the generated routes) as our 422 body.
 pub fn validation_error_from_parse(err: &poem::Error) -> ValidationError {
     let errors = FieldErrors::from_parse(err);
-    ValidationError { r#type: ValidationErrorType::ValidationFailed, message: errors.summary(), errors: errors.0 }
+    let error = ErrorDetail { r#type: ErrorType::ValidationFailed, message: errors.summary() };
+    ValidationError {
+        r#type: ValidationErrorType::ValidationFailed,
+        message: errors.summary(),
+        errors: errors.0,
+        error,
+    }
 }
 
 /// The document's enums and the stored states (`entity::states`) are the same sets of values:

@@ -317,6 +317,24 @@ async fn the_document_is_served_to_keys_and_printed_by_the_cli() {
     assert_eq!(anonymous.status(), 401);
 }
 
+/// What the service serves is a released document: the file of its version in `releases/`
+/// (releases/README.md), byte for byte, for both documents.
+#[tokio::test]
+async fn the_served_documents_are_their_versions_release_files() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Releases").await;
+    for (path, name) in [("/api/v1/openapi.yaml", "openapi"), ("/api/v1/devices/openapi.yaml", "openapi-devices")] {
+        let r = app.client.get(format!("{}{path}", app.address)).bearer_auth(&gym.live_key).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+        let served = r.text().await.unwrap();
+        let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&served).unwrap();
+        let version = doc["info"]["version"].as_str().unwrap().to_string();
+        let file = format!("{}/releases/{name}-{version}.yaml", env!("CARGO_MANIFEST_DIR"));
+        let released = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(served == released, "{path} serves {version}, which differs from {file}");
+    }
+}
+
 /// The schemas a part of the document reaches, by name.
 fn reached(doc: &Value, node: &Value, out: &mut std::collections::BTreeSet<String>) {
     match node {

@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 
+use chrono::Timelike;
 use serde_json::{Value, json};
 
 use crate::common::TestApp;
@@ -359,6 +360,49 @@ async fn updated_since_lists_only_recent_changes() {
     let r = app.get(&gym.live_key, &format!("/members?{q}")).await.body;
     assert_eq!(r["meta"]["total"], 1);
     assert_eq!(r["data"][0]["id"], changed["id"]);
+}
+
+/// A date-time filter is read in every form clients send for one instant: RFC 3339 with `Z` or
+/// `+00:00`, with or without fractions, and the colonless offset openapi-generator's Python client
+/// sends (`2026-11-01T00:00:00.000000+0000`), its `+` encoded or not. Each lists the same member;
+/// a date that is not one is still 422.
+#[tokio::test]
+async fn date_time_filters_take_the_forms_generated_clients_send() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Spellings").await;
+    let _old = app.member(&gym.live_key, "Old", "One").await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let since = chrono::Utc::now().with_nanosecond(0).unwrap();
+    let changed = app.member(&gym.live_key, "New", "One").await;
+    let at = since.format("%Y-%m-%dT%H:%M:%S").to_string();
+    for (spelling, raw) in [
+        (format!("{at}Z"), false),
+        (format!("{at}+00:00"), false),
+        (format!("{at}.000000Z"), false),
+        (format!("{at}.000000+0000"), false),
+        (format!("{at}+0000"), false),
+        (format!("{at}.000000+0000"), true),
+        (format!("{at}+00:00"), true),
+        (format!("{}-0100", (since - chrono::Duration::hours(1)).format("%Y-%m-%dT%H:%M:%S")), false),
+    ] {
+        let q = if raw {
+            format!("updated_since={spelling}")
+        } else {
+            url::form_urlencoded::Serializer::new(String::new()).append_pair("updated_since", &spelling).finish()
+        };
+        let r = app.get(&gym.live_key, &format!("/members?{q}")).await;
+        assert_eq!(r.status, 200, "{q}: {}", r.body);
+        assert_eq!(r.body["meta"]["total"], 1, "{q}");
+        assert_eq!(r.body["data"][0]["id"], changed["id"], "{q}");
+        let pinned = app.get(&gym.live_key, &format!("/members?{}", q.replacen("updated_since", "as_of", 1))).await;
+        assert_eq!(pinned.status, 200, "{q}");
+    }
+    for wrong in ["2026-13-01T00:00:00+0000", "2026-11-01T00:00:00+000", "yesterday"] {
+        let q = url::form_urlencoded::Serializer::new(String::new()).append_pair("updated_since", wrong).finish();
+        let r = app.get(&gym.live_key, &format!("/members?{q}")).await;
+        assert_eq!(r.status, 422, "{wrong}");
+        assert!(r.body["errors"]["updated_since"].is_array(), "{}", r.body);
+    }
 }
 
 #[tokio::test]
