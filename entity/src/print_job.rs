@@ -28,6 +28,9 @@ pub struct Model {
     pub gym_name: Option<String>,
     /// The IANA time zone of the receipt's local time.
     pub timezone: Option<String>,
+    /// The name of the facility where the sale was paid, as the receipt says (empty on jobs
+    /// written before receipts named their facility).
+    pub facility_name: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

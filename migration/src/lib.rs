@@ -26,6 +26,7 @@ mod m20261127_000017_keyed_write_guard;
 mod m20261127_000018_frozen_receipts;
 mod m20261127_000019_facility_details;
 mod m20261128_000020_key_checksums;
+mod m20261128_000021_receipt_facility;
 pub mod tenancy;
 
 pub struct Migrator;
@@ -54,6 +55,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000018_frozen_receipts::Migration),
             Box::new(m20261127_000019_facility_details::Migration),
             Box::new(m20261128_000020_key_checksums::Migration),
+            Box::new(m20261128_000021_receipt_facility::Migration),
         ]
     }
 }

@@ -70,6 +70,8 @@ pub(super) fn print(j: &print_job::Model, r: &printer::Receipt) -> PrintJob {
             paid_at: r.paid_at,
             local_time: r.local_time.clone(),
             timezone: r.timezone.clone(),
+            facility_id: r.facility_id,
+            facility_name: r.facility_name.clone().into(),
         },
         device_id: j.device_id.into(),
         delivered_at: j.delivered_at.into(),

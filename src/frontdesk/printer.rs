@@ -27,22 +27,32 @@ pub struct Receipt {
     /// `YYYY-MM-DD HH:MM:SS` in `timezone`.
     pub local_time: String,
     pub timezone: String,
+    /// The facility where the sale was paid, and its name then (`None` on receipts paid before
+    /// receipts named their facility).
+    pub facility_id: Uuid,
+    pub facility_name: Option<String>,
 }
 
-/// What a receipt is frozen with when its sale is paid: the moment, the gym's name and its time
-/// zone then. Every print job of the sale carries the same, so a reprint is the same receipt.
+/// What a receipt is frozen with when its sale is paid: the moment, the gym's name, the time zone
+/// and the facility's name then. Every print job of the sale carries the same, so a reprint is the same receipt.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stamp {
     pub paid_at: DateTime<Utc>,
     pub gym_name: String,
     pub timezone: String,
+    pub facility_name: Option<String>,
 }
 
 impl Stamp {
     /// The stamp `job` carries, if it was printed with one (jobs written before receipts were
     /// frozen carry none).
     pub fn of(job: &print_job::Model) -> Option<Self> {
-        Some(Self { paid_at: job.paid_at?, gym_name: job.gym_name.clone()?, timezone: job.timezone.clone()? })
+        Some(Self {
+            paid_at: job.paid_at?,
+            gym_name: job.gym_name.clone()?,
+            timezone: job.timezone.clone()?,
+            facility_name: job.facility_name.clone(),
+        })
     }
 }
 
@@ -58,6 +68,7 @@ pub fn receipt(
         paid_at: sale.updated_at,
         gym_name: gym_name.to_string(),
         timezone: timezone.to_string(),
+        facility_name: None,
     });
     let tz: Tz = stamp.timezone.parse().unwrap_or(Tz::UTC);
     Receipt {
@@ -70,6 +81,8 @@ pub fn receipt(
         paid_at: stamp.paid_at,
         local_time: stamp.paid_at.with_timezone(&tz).format("%Y-%m-%d %H:%M:%S").to_string(),
         timezone: tz.name().to_string(),
+        facility_id: job.facility_id,
+        facility_name: stamp.facility_name,
     }
 }
 

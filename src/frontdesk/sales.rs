@@ -535,7 +535,8 @@ pub(super) fn print_job(
         updated_at: at,
         paid_at: stamp.as_ref().map(|s| s.paid_at),
         gym_name: stamp.as_ref().map(|s| s.gym_name.clone()),
-        timezone: stamp.map(|s| s.timezone),
+        timezone: stamp.as_ref().map(|s| s.timezone.clone()),
+        facility_name: stamp.and_then(|s| s.facility_name),
     }
 }
 

@@ -158,7 +158,7 @@ pub async fn report(
     let job = job.ok_or_else(missing)?;
     let audience = webhooks::audience(db, gym_id, EventType::PurchaseUpdated).await?;
     // What an approval's receipt is frozen with, read before the transaction holds any lock.
-    let gym = match report {
+    let heading = match report {
         Report::Approved { .. } => receipt_heading(db, gym_id, job.facility_id).await?,
         Report::Declined { .. } => None,
     };
@@ -181,7 +181,7 @@ pub async fn report(
         (PaymentJobState::Cancelled, _) => return Err(ApiError::StateConflict("The order was cancelled.".into())),
         _ => return Err(ApiError::StateConflict("This terminal does not hold the payment.".into())),
     }
-    let (job, receipt, queued) = settle(&txn, &mut sale, job, (&report, gym, audience)).await?;
+    let (job, receipt, queued) = settle(&txn, &mut sale, job, (&report, heading, audience)).await?;
     txn.commit().await?;
     if receipt {
         let topic = receipts_topic(gym_id, terminal.facility_id);
@@ -266,7 +266,7 @@ async fn settle(
     txn: &impl ConnectionTrait,
     sale: &mut sales::Sale,
     mut job: payment_job::Model,
-    (report, gym, audience): (&Report, Option<entity::gym::Model>, Audience),
+    (report, heading, audience): (&Report, Option<Heading>, Audience),
 ) -> Result<(payment_job::Model, bool, Queued), ApiError> {
     let backend = txn.get_database_backend();
     let at = now();
@@ -302,7 +302,12 @@ async fn settle(
         let number = sales::next_receipt_number(txn, sale.purchase.gym_id).await?;
         let queued = sales::moved((backend, &mut writes), sale, PaymentStatus::Paid, Some(number), audience);
         let paid_at = sale.purchase.updated_at;
-        let stamp = gym.map(|g| Stamp { paid_at, gym_name: g.name, timezone: g.timezone });
+        let stamp = heading.map(|h| Stamp {
+            paid_at,
+            gym_name: h.gym_name,
+            timezone: h.timezone,
+            facility_name: h.facility_name,
+        });
         let print = sales::print_job(&sale.purchase, number, stamp, at);
         writes.push(
             entity::print_job::Entity::insert(entity::print_job::ActiveModel::from(print.clone())).build(backend),
@@ -316,17 +321,22 @@ async fn settle(
     Ok((job, receipt, queued))
 }
 
-/// The gym as a receipt of its facility `facility_id` names it: the gym's name, in the
-/// facility's own time zone where it keeps one.
-async fn receipt_heading(db: &Db, gym_id: Uuid, facility_id: Uuid) -> Result<Option<entity::gym::Model>, ApiError> {
+/// What heads a receipt paid at a facility: the gym's name, the facility's own time zone where it
+/// keeps one (else the gym's), and the facility's name.
+struct Heading {
+    gym_name: String,
+    timezone: String,
+    facility_name: Option<String>,
+}
+
+/// The heading of a receipt of facility `facility_id`, as the gym and the facility are now.
+async fn receipt_heading(db: &Db, gym_id: Uuid, facility_id: Uuid) -> Result<Option<Heading>, ApiError> {
     let (gym, facility) = tokio::try_join!(
         entity::gym::Entity::find_by_id(gym_id).one(db),
         entity::facility::Entity::find_by_id((gym_id, facility_id)).one(db),
     )?;
-    Ok(gym.map(|mut g| {
-        if let Some(tz) = facility.and_then(|f| f.timezone) {
-            g.timezone = tz;
-        }
-        g
+    Ok(gym.map(|g| {
+        let timezone = facility.as_ref().and_then(|f| f.timezone.clone()).unwrap_or(g.timezone);
+        Heading { gym_name: g.name, timezone, facility_name: facility.map(|f| f.name) }
     }))
 }

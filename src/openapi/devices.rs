@@ -44,6 +44,8 @@ impl From<super::PaginationMeta> for PaginationMeta {
 
 same_values! {
     DeviceKind <=> DeviceKind { Door, Doorbell, CardTerminal, FiscalPrinter, Kiosk }
+    DeviceRegistrationKind <=> DeviceKind { Door, Doorbell, CardTerminal, FiscalPrinter, Kiosk }
+    ListDevicesKind <=> DeviceKind { Door, Doorbell, CardTerminal, FiscalPrinter, Kiosk }
     DoorAction <=> DoorAction { Open }
     CommandState <=> CommandState { Pending, Delivered, Executed, Failed, Expired }
     RingState <=> RingState { Pending, Opened, Dismissed, Expired }

@@ -353,29 +353,31 @@ fn reached(doc: &Value, node: &Value, out: &mut std::collections::BTreeSet<Strin
     }
 }
 
-/// A field or an enum value added later must not break a client: no schema a response reaches
-/// forbids other properties, and every named enum is open (`x-extensible-enum`). Requests stay
-/// closed: an unknown field, nested ones included, is a 422 naming it.
+/// A field or an enum value added later must not break a client: in both documents, no schema a
+/// response reaches forbids other properties, and every named enum is open (`x-extensible-enum`).
+/// Requests stay closed: an unknown field, nested ones included, is a 422 naming it.
 #[tokio::test]
 async fn responses_may_grow_and_requests_stay_closed() {
-    let doc = oracle().doc();
-    let (mut requests, mut responses) = Default::default();
-    for item in doc["paths"].as_object().unwrap().values() {
-        for op in item.as_object().unwrap().values() {
-            reached(doc, &op["requestBody"], &mut requests);
-            reached(doc, &op["responses"], &mut responses);
+    for (file, oracle, _) in documents() {
+        let doc = oracle.doc();
+        let (mut requests, mut responses) = Default::default();
+        for item in doc["paths"].as_object().unwrap().values() {
+            for op in item.as_object().unwrap().values() {
+                reached(doc, &op["requestBody"], &mut requests);
+                reached(doc, &op["responses"], &mut responses);
+            }
         }
-    }
-    reached(doc, &doc["components"]["responses"], &mut responses);
-    for name in &responses {
-        let schema = &doc["components"]["schemas"][name];
-        assert_ne!(schema["additionalProperties"], json!(false), "{name} is in a response and closed");
-        assert!(schema.get("enum").is_none(), "{name} is a closed enum: make it x-extensible-enum");
-    }
-    for name in requests.difference(&responses) {
-        let schema = &doc["components"]["schemas"][name];
-        if schema["type"] == "object" {
-            assert_eq!(schema["additionalProperties"], json!(false), "{name} is a request body and open");
+        reached(doc, &doc["components"]["responses"], &mut responses);
+        for name in &responses {
+            let schema = &doc["components"]["schemas"][name];
+            assert_ne!(schema["additionalProperties"], json!(false), "{file}: {name} is in a response and closed");
+            assert!(schema.get("enum").is_none(), "{file}: {name} is a closed enum: make it x-extensible-enum");
+        }
+        for name in requests.difference(&responses) {
+            let schema = &doc["components"]["schemas"][name];
+            if schema["type"] == "object" {
+                assert_eq!(schema["additionalProperties"], json!(false), "{file}: {name} is a request body and open");
+            }
         }
     }
 

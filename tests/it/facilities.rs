@@ -248,6 +248,15 @@ async fn a_receipt_is_printed_in_its_facilitys_time_zone() {
     let printed = app.device("GET", &format!("/printers/{}/jobs?wait=0", c.printer), &k, None, &[]).await;
     let receipt = &printed.body["data"][0]["receipt"];
     assert_eq!(receipt["timezone"], "Pacific/Kiritimati", "{}", printed.body);
+    // The receipt names its facility, as it was called when the sale was paid.
+    assert_eq!(receipt["facility_id"], island.as_str());
+    assert_eq!(receipt["facility_name"], "Island studio");
+    let island_id = uuid::Uuid::parse_str(&island).unwrap();
+    let found = gymapi::facilities::find(&app.db, &[c.gym.id], island_id).await.unwrap();
+    gymapi::facilities::rename(&app.db, found, "Atoll").await.unwrap();
+    let id = printed.body["data"][0]["order_id"].as_str().unwrap();
+    let order = app.device("GET", &format!("/orders/{id}"), &k, None, &[]).await.body;
+    assert_eq!(order["receipts"][0]["receipt"], *receipt, "a rename after payment leaves the receipt as printed");
 }
 
 /// History names where it happened: a check-in and a sale imported with `facility_legacy_id`
