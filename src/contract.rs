@@ -248,10 +248,11 @@ impl Operation {
     /// in a form common generators send (an offset without its colon, `+0000`; a `+` left unencoded,
     /// which a query reads as a space); `None` when nothing needed it.
     pub fn normalized_query(&self, query: Option<&str>) -> Option<String> {
+        let dated_params = || self.params.iter().filter(|p| p.date_time && p.location == ParamLocation::Query);
+        // Most operations take no date-time: their query is not read a second time.
+        dated_params().next()?;
         let query = query?;
-        let dated = |name: &str| {
-            self.params.iter().any(|p| p.date_time && p.location == ParamLocation::Query && p.name == name)
-        };
+        let dated = |name: &str| dated_params().any(|p| p.name == name);
         let mut changed = false;
         let pairs: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes())
             .map(|(k, v)| {

@@ -142,7 +142,7 @@ impl Dispatcher {
             None => {
                 let mut builder = reqwest::Client::builder()
                     .no_proxy()
-                    .user_agent(concat!("gymapi-webhooks/", env!("CARGO_PKG_VERSION")))
+                    .user_agent(super::USER_AGENT)
                     .redirect(reqwest::redirect::Policy::none())
                     .connect_timeout(Duration::from_secs(5))
                     .timeout(TIMEOUT)

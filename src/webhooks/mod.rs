@@ -8,6 +8,9 @@
 pub mod dispatch;
 mod proxy;
 
+/// The `User-Agent` of every webhook attempt, direct or through a proxy.
+const USER_AGENT: &str = concat!("gymapi-webhooks/", env!("CARGO_PKG_VERSION"));
+
 use std::net::IpAddr;
 
 use base64::{Engine as _, engine::general_purpose::STANDARD as B64};

@@ -170,7 +170,7 @@ async fn exchange(
     let path = &target[url::Position::BeforePath..url::Position::AfterQuery];
     let mut request = hyper::Request::post(path)
         .header(hyper::header::HOST, authority)
-        .header(hyper::header::USER_AGENT, concat!("gymapi-webhooks/", env!("CARGO_PKG_VERSION")));
+        .header(hyper::header::USER_AGENT, super::USER_AGENT);
     for (name, value) in headers {
         request = request.header(*name, value);
     }
