@@ -51,6 +51,21 @@ impl DevicesApi for DeviceHandlers {
         Ok(GetDeviceResponse::Ok(Json(record(d, now()))))
     }
 
+    async fn update_device(
+        &self,
+        ctx: &RequestContext,
+        p: UpdateDeviceParams,
+    ) -> Result<UpdateDeviceResponse, ApiError> {
+        // The front desk changing a device: not the device's own request, so not its heartbeat.
+        let b = p.body;
+        let txn = begin_writing(self.db()).await?;
+        let d = devices::find(&txn, ctx.tenant.gym_id, &p.device_id, None).await?;
+        let change = devices::DeviceChange { name: b.name, facility_id: b.facility_id };
+        let d = devices::apply(&txn, d, change).await?;
+        txn.commit().await?;
+        Ok(UpdateDeviceResponse::Ok(Json(record(d, now()))))
+    }
+
     async fn heartbeat(&self, ctx: &RequestContext, p: HeartbeatParams) -> Result<HeartbeatResponse, ApiError> {
         let mut d = devices::find(self.db(), ctx.tenant.gym_id, &p.device_id, None).await?;
         let at = now();

@@ -54,15 +54,7 @@ pub async fn register(
     facility_id: Option<Uuid>,
 ) -> Result<device::Model, ApiError> {
     let facility_id = match facility_id {
-        Some(id) => {
-            let found = entity::facility::Entity::find_by_id((gym_id, id)).one(db).await?.ok_or_else(|| {
-                ApiError::invalid("facility_id", "The selected facility_id is not a facility of this gym.")
-            })?;
-            if found.open_id.is_none() {
-                return Err(ApiError::invalid("facility_id", crate::members::ARCHIVED_FACILITY));
-            }
-            id
-        }
+        Some(id) => open_facility(db, gym_id, id).await.map(|()| id)?,
         None => {
             accounts::first_facility(db, gym_id)
                 .await?
@@ -71,26 +63,107 @@ pub async fn register(
         }
     };
     let at = now();
-    device::ActiveModel {
+    let made = device::ActiveModel {
         gym_id: Set(gym_id),
         id: Set(new_id()),
         facility_id: Set(facility_id),
         kind: Set(kind),
-        name: Set(name.trim().to_string()),
+        name: Set(name_of(name)?),
         last_seen_at: Set(None),
         created_at: Set(at),
         updated_at: Set(at),
+    };
+    Ok(made.insert(db).await.map_err(Refused::from)?)
+}
+
+/// What a gym user, or the front desk through the device API, may change of a device.
+#[derive(Clone, Debug, Default)]
+pub struct DeviceChange {
+    pub name: Option<String>,
+    pub facility_id: Option<Uuid>,
+}
+
+/// Why a device cannot be registered or changed as asked.
+#[derive(Debug)]
+pub enum Refused {
+    /// Blank, or longer than 100 characters.
+    Name,
+    /// Not a facility of the device's gym.
+    UnknownFacility,
+    /// An archived facility: it takes no new devices.
+    ArchivedFacility,
+    Db(sea_orm::DbErr),
+}
+
+impl From<sea_orm::DbErr> for Refused {
+    fn from(e: sea_orm::DbErr) -> Self {
+        // A facility archived between the look and the write: the database decides.
+        if crate::facilities::archived_refusal(&e) { Self::ArchivedFacility } else { Self::Db(e) }
     }
-    .insert(db)
-    .await
-    .map_err(|e| {
-        // Archived between the look above and the write (the database decides).
-        if crate::facilities::archived_refusal(&e) {
-            ApiError::invalid("facility_id", crate::members::ARCHIVED_FACILITY)
-        } else {
-            e.into()
+}
+
+impl From<Refused> for ApiError {
+    fn from(r: Refused) -> Self {
+        match r {
+            Refused::Name => ApiError::invalid("name", "The name must have 1 to 100 characters besides spaces."),
+            Refused::UnknownFacility => {
+                ApiError::invalid("facility_id", "The selected facility_id is not a facility of this gym.")
+            }
+            Refused::ArchivedFacility => ApiError::invalid("facility_id", crate::members::ARCHIVED_FACILITY),
+            Refused::Db(e) => e.into(),
         }
-    })
+    }
+}
+
+impl From<Refused> for AccountError {
+    fn from(r: Refused) -> Self {
+        match r {
+            Refused::Name => AccountError::Invalid("the device name must have 1 to 100 characters".into()),
+            Refused::UnknownFacility => AccountError::Invalid("that facility is not one of this gym's".into()),
+            Refused::ArchivedFacility => {
+                AccountError::Invalid("that facility is archived; it takes no new devices".into())
+            }
+            Refused::Db(e) => e.into(),
+        }
+    }
+}
+
+/// A device's name as kept: trimmed, 1 to 100 characters.
+fn name_of(name: &str) -> Result<String, Refused> {
+    let name = name.trim();
+    match name.is_empty() || name.chars().count() > 100 {
+        true => Err(Refused::Name),
+        false => Ok(name.to_string()),
+    }
+}
+
+/// Whether `id` is an open facility of the gym.
+async fn open_facility(db: &impl ConnectionTrait, gym_id: Uuid, id: Uuid) -> Result<(), Refused> {
+    match entity::facility::Entity::find_by_id((gym_id, id)).one(db).await? {
+        None => Err(Refused::UnknownFacility),
+        Some(f) if f.open_id.is_none() => Err(Refused::ArchivedFacility),
+        Some(_) => Ok(()),
+    }
+}
+
+/// Renames the device or moves it to another open facility of its gym. The move is one update;
+/// the database refuses it when the facility is archived meanwhile.
+pub async fn apply(
+    db: &impl ConnectionTrait,
+    d: device::Model,
+    change: DeviceChange,
+) -> Result<device::Model, Refused> {
+    let gym_id = d.gym_id;
+    let mut m: device::ActiveModel = d.into();
+    if let Some(name) = change.name {
+        m.name = Set(name_of(&name)?);
+    }
+    if let Some(facility) = change.facility_id {
+        open_facility(db, gym_id, facility).await?;
+        m.facility_id = Set(facility);
+    }
+    m.updated_at = Set(now());
+    Ok(m.update(db).await?)
 }
 
 /// The device `id` of the gym, of `kind` when one is given; 404 naming the kind otherwise.
@@ -216,13 +289,6 @@ async fn in_gym_or_sandbox(db: &impl ConnectionTrait, owner: Uuid, id: Uuid) -> 
     Err(AccountError::NotFound("device"))
 }
 
-/// What a gym user may change of a device.
-#[derive(Clone, Debug, Default)]
-pub struct DeviceChange {
-    pub name: Option<String>,
-    pub facility_id: Option<Uuid>,
-}
-
 /// Renames or moves a device of `owner` (a gym, for a device of it or of its sandbox).
 pub async fn change(
     db: &DatabaseConnection,
@@ -232,30 +298,8 @@ pub async fn change(
     change: DeviceChange,
 ) -> accounts::Result<device::Model> {
     let d = managed(db, actor, owner, id).await?;
-    let gym_id = d.gym_id;
-    let mut m: device::ActiveModel = d.into();
-    if let Some(name) = change.name.map(|n| n.trim().to_string()) {
-        if name.is_empty() || name.chars().count() > 100 {
-            return Err(AccountError::Invalid("the device name must have 1 to 100 characters".into()));
-        }
-        m.name = Set(name);
-    }
-    if let Some(facility) = change.facility_id {
-        match entity::facility::Entity::find_by_id((gym_id, facility)).one(db).await? {
-            None => return Err(AccountError::Invalid("that facility is not one of this gym's".into())),
-            Some(f) if f.open_id.is_none() => return Err(AccountError::Invalid(ARCHIVED.into())),
-            Some(_) => m.facility_id = Set(facility),
-        }
-    }
-    m.updated_at = Set(now());
-    m.update(db).await.map_err(|e| {
-        // Archived between the look above and the write (the database decides).
-        if crate::facilities::archived_refusal(&e) { AccountError::Invalid(ARCHIVED.into()) } else { e.into() }
-    })
+    Ok(apply(db, d, change).await?)
 }
-
-/// Why a device cannot move to a facility.
-const ARCHIVED: &str = "that facility is archived; it takes no new devices";
 
 /// Removes a device with its rings and commands (they go with it).
 pub async fn remove(db: &DatabaseConnection, actor: &Actor, owner: Uuid, id: Uuid) -> accounts::Result<()> {

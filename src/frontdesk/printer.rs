@@ -86,12 +86,14 @@ pub fn receipt(
     }
 }
 
-/// Hands the facility's oldest pending receipt to `printer`, and to no other (one statement,
+/// Hands the oldest pending receipt of the facility `printer` is at when the statement runs (a
+/// move during a long poll counts at once) to it, and to no other (one statement,
 /// `db::claimed`), while its key `key_id` is in force.
 pub async fn take(db: &Db, printer: &device::Model, key_id: Uuid) -> Result<Vec<print_job::Model>, ApiError> {
     let backend = db.get_database_backend();
     let at = now();
-    let next = "SELECT id FROM print_jobs WHERE gym_id = ? AND facility_id = ? AND state = 'pending' \
+    let next = "SELECT id FROM print_jobs WHERE gym_id = ? AND state = 'pending' AND facility_id = \
+                (SELECT facility_id FROM devices WHERE gym_id = ? AND id = ?) \
                 ORDER BY created_at, id LIMIT 1";
     let sql = placeholders(
         backend,
@@ -102,7 +104,7 @@ pub async fn take(db: &Db, printer: &device::Model, key_id: Uuid) -> Result<Vec<
         ),
     );
     let (gym, me) = (printer.gym_id, printer.id);
-    let values = [me.into(), at.into(), at.into(), gym.into(), gym.into(), printer.facility_id.into(), key_id.into()];
+    let values = [me.into(), at.into(), at.into(), gym.into(), gym.into(), gym.into(), me.into(), key_id.into()];
     let statement = Statement::from_sql_and_values(backend, sql, values);
     Ok(print_job::Entity::find().from_raw_sql(statement).all(db).await?)
 }

@@ -39,7 +39,8 @@ pub struct Taken {
     pub lapses_at: Option<DateTime<Utc>>,
 }
 
-/// Takes the facility's next payment for `terminal`, reserved to it for `reservation`: one this
+/// Takes the next payment of the facility `terminal` is at when the statement runs (a move
+/// during a long poll counts at once), reserved to it for `reservation`: one this
 /// terminal holds already first (its retried poll), then the oldest pending or lapsed one. One
 /// statement (`db::claimed`), so two terminals never take one job, and one poll takes one (with
 /// `IN (…)`, PostgreSQL ran the subquery again for every row it joined, and one poll reserved
@@ -49,7 +50,8 @@ pub async fn take(db: &Db, terminal: &device::Model, key_id: Uuid, reservation: 
     let backend = db.get_database_backend();
     let at = now();
     let until = at + chrono::Duration::from_std(reservation).unwrap_or_default();
-    let next = "SELECT id FROM payment_jobs WHERE gym_id = ? AND facility_id = ? \
+    let next = "SELECT id FROM payment_jobs WHERE gym_id = ? AND facility_id = (SELECT facility_id FROM devices \
+                WHERE gym_id = ? AND id = ?) \
                 AND (state = 'pending' OR (state = 'reserved' AND (reserved_until <= ? OR device_id = ?))) \
                 ORDER BY CASE WHEN state = 'reserved' AND device_id = ? THEN 0 ELSE 1 END, created_at, id LIMIT 1";
     let sql = placeholders(
@@ -67,7 +69,8 @@ pub async fn take(db: &Db, terminal: &device::Model, key_id: Uuid, reservation: 
         at.into(),
         gym.into(),
         gym.into(),
-        terminal.facility_id.into(),
+        gym.into(),
+        me.into(),
         at.into(),
         me.into(),
         me.into(),
@@ -91,10 +94,10 @@ async fn next_lapse(db: &Db, terminal: &device::Model, at: DateTime<Utc>) -> Res
     let backend = db.get_database_backend();
     let sql = placeholders(
         backend,
-        "SELECT MIN(reserved_until) AS at FROM payment_jobs WHERE gym_id = ? AND facility_id = ? \
-         AND state = 'reserved' AND reserved_until > ?",
+        "SELECT MIN(reserved_until) AS at FROM payment_jobs WHERE gym_id = ? AND facility_id = \
+         (SELECT facility_id FROM devices WHERE gym_id = ? AND id = ?) AND state = 'reserved' AND reserved_until > ?",
     );
-    let values = [terminal.gym_id.into(), terminal.facility_id.into(), at.into()];
+    let values = [terminal.gym_id.into(), terminal.gym_id.into(), terminal.id.into(), at.into()];
     let found = Lapse::find_by_statement(Statement::from_sql_and_values(backend, sql, values)).one(db).await?;
     Ok(found.and_then(|l| l.at))
 }

@@ -259,6 +259,80 @@ async fn a_receipt_is_printed_in_its_facilitys_time_zone() {
     assert_eq!(order["receipts"][0]["receipt"], *receipt, "a rename after payment leaves the receipt as printed");
 }
 
+/// The front desk moves a device through the device API: a door then decides for its new
+/// facility's members, a terminal takes its new facility's payments, never its old one's, even in
+/// a poll that began before the move; bad changes are 422 naming the field, others' devices 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_moved_through_the_api_serves_its_new_facility() {
+    let app = TestApp::spawn().await;
+    let c = crate::counter::counter(&app, "Moving").await;
+    let k = c.key().to_string();
+    let island = json!({"rows": [{"legacy_id": "ISL", "name": "Island studio"}]});
+    assert_eq!(app.post(&k, "/import/facilities", island).await.status, 200);
+    let listed = app.get(&k, "/facilities").await.body;
+    let (island, main) = (listed["data"][0]["id"].clone(), listed["data"][1]["id"].clone());
+    let path = |id: &str| format!("/devices/{id}");
+    let patch = |id: String, body: Value| {
+        let app = &app;
+        let k = k.clone();
+        async move { app.device("PATCH", &path(&id), &k, Some(body), &[]).await }
+    };
+
+    // A door moved to the island lets in the island's members, and only them.
+    let door = crate::counter::register(&app, &k, "door", "Door").await;
+    let islander = member_in(&app, &c.gym, "Isla", island.as_str()).await;
+    let access = format!("/doors/{door}/access");
+    let ask = || app.device("POST", &access, &k, Some(json!({"member_id": islander["id"]})), &[]);
+    assert_eq!(ask().await.body["reason"], "wrong_facility");
+    let moved = patch(door.clone(), json!({"facility_id": island})).await;
+    assert_eq!((moved.status, &moved.body["facility_id"]), (200, &island), "{}", moved.body);
+    assert_ne!(ask().await.body["reason"], "wrong_facility");
+
+    // The terminal waits at the main facility, is moved to the island, and a sale at the main
+    // facility arrives (another terminal stays there): the waiting poll takes nothing of it.
+    let terminal = c.terminal.clone();
+    let stays = crate::counter::register(&app, &k, "card_terminal", "Stays").await;
+    let poll = format!("/terminals/{terminal}/jobs?wait=2");
+    let waiting = app.device("GET", &poll, &k, None, &[]);
+    let meanwhile = async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert_eq!(patch(terminal.clone(), json!({"facility_id": island})).await.status, 200);
+        let at_main = json!({"facility_id": main, "lines": [{"product_id": c.products["bar"], "quantity": 1}]});
+        let order = app.device("POST", "/orders", &k, Some(at_main), &[]).await;
+        assert_eq!(order.status, 201, "{}", order.body);
+        order.body
+    };
+    let (waited, at_main) = tokio::join!(waiting, meanwhile);
+    assert_eq!(waited.body["data"], json!([]), "a moved terminal took its old facility's payment");
+    assert_eq!(c.take_payment(&app, &terminal).await, json!([]));
+    let order = app.device("GET", &format!("/orders/{}", at_main["id"].as_str().unwrap()), &k, None, &[]).await;
+    assert_eq!(order.body["payments"][0]["state"], "pending", "{}", order.body);
+    assert_eq!(c.take_payment(&app, &stays).await[0]["order_id"], at_main["id"]);
+
+    // Renamed only: the facility stays. Bad changes name their field; others' devices are 404.
+    let renamed = patch(terminal.clone(), json!({"name": "  Island terminal "})).await;
+    assert_eq!((renamed.body["name"].as_str(), &renamed.body["facility_id"]), (Some("Island terminal"), &island));
+    let other = app.gym("Elsewhere").await;
+    let theirs = app.get(&other.live_key, "/facilities").await.body["data"][0]["id"].clone();
+    for (body, field) in [
+        (json!({"facility_id": theirs}), "facility_id"),
+        (json!({"facility_id": Uuid::now_v7()}), "facility_id"),
+        (json!({"name": "   "}), "name"),
+        (json!({"name": "x".repeat(101)}), "name"),
+        (json!({"kind": "door"}), "kind"),
+    ] {
+        let r = patch(terminal.clone(), body.clone()).await;
+        assert_eq!(r.status, 422, "{body}: {}", r.body);
+        assert!(r.body["errors"][field].is_array(), "{body}: {}", r.body);
+    }
+    let body = Some(json!({"name": "Mine now"}));
+    assert_eq!(app.device("PATCH", &path(&terminal), &other.live_key, body.clone(), &[]).await.status, 404);
+    let test_key = app.test_key(&c.gym).await;
+    assert_eq!(app.device("PATCH", &path(&terminal), &test_key, body, &[]).await.status, 404);
+    let kept = app.device("GET", &path(&terminal), &k, None, &[]).await.body;
+    assert_eq!((kept["name"].as_str(), &kept["facility_id"]), (Some("Island terminal"), &island));
+}
+
 /// History names where it happened: a check-in and a sale imported with `facility_legacy_id`
 /// keep that facility (an archived one too); a name never imported is 422 on its row.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
