@@ -49,6 +49,14 @@ impl Family {
             Self::Devices => DEVICES_DOCUMENT,
         }
     }
+
+    /// The document's OpenAPI 3.1 copy, made from it by the build (`codegen::openapi_3_1`).
+    pub fn document_3_1(self) -> &'static str {
+        match self {
+            Self::Integration => include_str!(concat!(env!("OUT_DIR"), "/openapi-3.1.yaml")),
+            Self::Devices => include_str!(concat!(env!("OUT_DIR"), "/openapi-devices-3.1.yaml")),
+        }
+    }
 }
 
 /// What of a write the schema cannot state (an email already taken, another gym's facility, a

@@ -147,6 +147,6 @@ fn meta(page: &Page) -> PaginationMeta {
         from: from.into(),
         to: to.into(),
         next_page: page.next().into(),
-        as_of: crate::records::rfc3339(page.as_of),
+        as_of: page.as_of,
     }
 }

@@ -137,7 +137,7 @@ impl ToJSON for Date {
     }
 }
 
-/// A YAML document response (`application/yaml`, a free-form object): a document serving itself.
+/// A YAML document response (`application/yaml`, its text): a document serving itself.
 #[derive(Debug)]
 pub struct Yaml(pub &'static str);
 
@@ -149,7 +149,7 @@ impl poem_openapi::payload::Payload for Yaml {
     }
 
     fn schema_ref() -> MetaSchemaRef {
-        <std::collections::BTreeMap<String, Value> as Type>::schema_ref()
+        <String as Type>::schema_ref()
     }
 }
 

@@ -24,6 +24,9 @@ use quote::{format_ident, quote};
 
 #[cfg(test)]
 mod tests;
+mod v31;
+
+pub use v31::openapi_3_1;
 
 /// The Rust source of the layer `document` (YAML or JSON) describes, formatted; or what in the
 /// document it cannot generate, with the spot.
@@ -704,16 +707,12 @@ fn default_literal(value: &serde_json::Value, pointer: &str) -> GenResult<TokenS
 }
 
 /// The payload of a response that is not JSON: only a YAML document (`application/yaml`, a
-/// free-form object, as a document serving itself answers) is supported.
+/// string, as a document serving itself answers) is supported.
 fn yaml_payload(response: &openapiv3::Response, pointer: &str) -> GenResult<TokenStream> {
-    let refused =
-        || format!("{pointer}: a response must be application/json, or application/yaml of a free-form object");
+    let refused = || format!("{pointer}: a response must be application/json, or application/yaml of a string");
     let media = response.content.get("application/yaml").ok_or_else(refused)?;
     match media.schema.as_ref() {
-        Some(ReferenceOr::Item(Schema { schema_kind: SchemaKind::Type(Type::Object(o)), .. }))
-            if o.properties.is_empty()
-                && matches!(o.additional_properties, Some(openapiv3::AdditionalProperties::Any(true))) =>
-        {
+        Some(ReferenceOr::Item(Schema { schema_kind: SchemaKind::Type(Type::String(_)), .. })) => {
             Ok(quote! { crate::types::Yaml })
         }
         _ => Err(refused()),

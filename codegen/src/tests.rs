@@ -177,13 +177,13 @@ fn what_it_cannot_generate_is_refused_at_its_spot() {
 fn a_yaml_text_response_is_the_yaml_payload_and_other_media_are_refused() {
     let op = |media: &str| {
         format!(
-            "/doc:\n  get:\n    operationId: getDoc\n    tags: [Doc]\n    responses:\n      '200':\n        description: it\n        content: {{{media}: {{schema: {{type: object, additionalProperties: true}}}}}}\n"
+            "/doc:\n  get:\n    operationId: getDoc\n    tags: [Doc]\n    responses:\n      '200':\n        description: it\n        content: {{{media}: {{schema: {{type: string}}}}}}\n"
         )
     };
     let code = flat(&generated(THING, &op("application/yaml")));
     assert!(code.contains("Ok(crate::types::Yaml)"), "{code}");
     let error = refused(THING, &op("text/plain"));
-    assert!(error.contains("must be application/json, or application/yaml of a free-form object"), "{error}");
+    assert!(error.contains("must be application/json, or application/yaml of a string"), "{error}");
 }
 
 #[test]
@@ -200,4 +200,26 @@ fn a_schema_no_operation_reaches_becomes_no_type() {
 fn a_document_that_is_not_openapi_is_refused() {
     let error = generate("openapi: 3.0.3\npaths: 7\n").map(|_| ()).unwrap_err();
     assert!(error.starts_with("not a valid OpenAPI 3.0 document"), "{error}");
+}
+
+#[test]
+fn the_3_1_copy_moves_webhooks_and_spells_nullable_as_types() {
+    let doc = "openapi: 3.0.3\ninfo: {title: t, version: 1.0.0}\npaths: {}\nx-webhooks:\n  thing.made:\n    post:\n      responses: {'200': {description: ok}}\ncomponents:\n  schemas:\n    Thing:\n      type: object\n      properties:\n        name: {type: string, nullable: true}\n        state: {type: string, enum: [on, off], nullable: true}\n        size: {type: integer, nullable: false}\n";
+    let v31: serde_yaml_ng::Value = serde_yaml_ng::from_str(&crate::openapi_3_1(doc).unwrap()).unwrap();
+    assert_eq!(v31["openapi"].as_str(), Some("3.1.0"));
+    assert!(v31.get("x-webhooks").is_none() && v31["webhooks"].get("thing.made").is_some(), "{v31:?}");
+    let props = &v31["components"]["schemas"]["Thing"]["properties"];
+    let name: serde_yaml_ng::Value = serde_yaml_ng::from_str("{type: [string, 'null']}").unwrap();
+    assert_eq!(props["name"], name);
+    let state: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str("{type: [string, 'null'], enum: [on, off, null]}").unwrap();
+    assert_eq!(props["state"], state);
+    let size: serde_yaml_ng::Value = serde_yaml_ng::from_str("{type: integer}").unwrap();
+    assert_eq!(props["size"], size);
+    let untyped = doc.replace("{type: string, nullable: true}", "{nullable: true}");
+    let error = crate::openapi_3_1(&untyped).unwrap_err();
+    assert_eq!(
+        error,
+        "#/components/schemas/Thing/properties/name: a nullable schema needs a `type` to become OpenAPI 3.1"
+    );
 }

@@ -103,7 +103,7 @@ impl AttendanceApi for Handlers {
     ) -> Result<ListAccessLogsResponse, ApiError> {
         let p = ListAttendanceParams {
             member_id: p.member_id,
-            status: p.status,
+            status: p.status.map(|s| entity::states::AttendanceStatus::from(s).into()),
             from: p.from,
             to: p.to,
             updated_since: p.updated_since,

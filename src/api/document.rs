@@ -1,4 +1,4 @@
-//! `Document`: openapi.yaml, served by the API it describes.
+//! `Document`: openapi.yaml, served by the API it describes, and its OpenAPI 3.1 copy.
 
 use super::Handlers;
 use crate::openapi::*;
@@ -7,5 +7,9 @@ use crate::{context::RequestContext, contract::Family, errors::ApiError, types::
 impl DocumentApi for Handlers {
     async fn get_open_api_document(&self, _ctx: &RequestContext) -> Result<GetOpenApiDocumentResponse, ApiError> {
         Ok(GetOpenApiDocumentResponse::Ok(Yaml(Family::Integration.document())))
+    }
+
+    async fn get_open_api31_document(&self, _ctx: &RequestContext) -> Result<GetOpenApi31DocumentResponse, ApiError> {
+        Ok(GetOpenApi31DocumentResponse::Ok(Yaml(Family::Integration.document_3_1())))
     }
 }

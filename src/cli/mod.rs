@@ -14,11 +14,11 @@ mod webhook;
 use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use sea_orm::DatabaseConnection;
 use serde_json::json;
 
-use crate::{accounts::AccountError, config::Config, db};
+use crate::{accounts::AccountError, config::Config, contract::Family, db};
 
 #[derive(Parser, Debug)]
 #[command(name = "gymapi", version, about = "The gymapi service and its operators' tools")]
@@ -54,8 +54,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print openapi.yaml.
-    Openapi,
+    /// Print openapi.yaml (or, with --devices, openapi-devices.yaml), in OpenAPI 3.0 or its 3.1 copy.
+    Openapi {
+        /// The device API's document instead of the integration API's.
+        #[arg(long)]
+        devices: bool,
+        #[arg(long, value_enum, default_value = "3.0")]
+        openapi_version: OpenapiVersion,
+    },
     /// Gyms.
     #[command(subcommand)]
     Gym(gym::GymCommand),
@@ -81,6 +87,17 @@ enum Command {
     /// Facilities (locations) of a gym and its sandbox.
     #[command(subcommand)]
     Facility(facility::FacilityCommand),
+}
+
+/// The OpenAPI version `gymapi openapi` prints a document in.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum OpenapiVersion {
+    /// The document itself.
+    #[value(name = "3.0")]
+    V30,
+    /// Its OpenAPI 3.1 copy (webhooks under `webhooks`, nullable fields as type lists).
+    #[value(name = "3.1")]
+    V31,
 }
 
 /// A failure, and whether it was the caller's input.
@@ -162,10 +179,18 @@ async fn key_cache(config: &Config) -> std::sync::Arc<dyn crate::limits::Store> 
 
 fn print(json_out: bool, value: serde_json::Value, human: impl FnOnce() -> String) {
     if json_out {
-        println!("{value}");
+        out(&format!("{value}\n"));
     } else {
-        println!("{}", human());
+        out(&format!("{}\n", human()));
     }
+}
+
+/// Writes `text` to standard output. A reader that stops early (`gymapi openapi | head`) is its
+/// choice, not a failure: what it did not read is dropped (`print!` would panic on the closed pipe).
+fn out(text: &str) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
 }
 
 fn opt_time(t: Option<DateTime<Utc>>) -> serde_json::Value {
@@ -182,8 +207,12 @@ async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
         Command::Sandbox(c) => gym::sandbox(c, &config).await,
         Command::Key(c) => key::run(c, &config).await,
         Command::User(c) => user::run(c, &config).await,
-        Command::Openapi => {
-            print!("{}", crate::contract::DOCUMENT);
+        Command::Openapi { devices, openapi_version } => {
+            let family = if devices { Family::Devices } else { Family::Integration };
+            match openapi_version {
+                OpenapiVersion::V30 => out(family.document()),
+                OpenapiVersion::V31 => out(family.document_3_1()),
+            }
             Ok(())
         }
         Command::Migrate { partitions, distribute } => serve::migrate(&config, partitions, distribute).await,

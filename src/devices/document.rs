@@ -1,4 +1,4 @@
-//! `Document`: openapi-devices.yaml, served by the API it describes.
+//! `Document`: openapi-devices.yaml, served by the API it describes, and its OpenAPI 3.1 copy.
 
 use super::DeviceHandlers;
 use crate::openapi::devices::*;
@@ -10,5 +10,12 @@ impl DocumentApi for DeviceHandlers {
         _ctx: &RequestContext,
     ) -> Result<GetDevicesOpenApiDocumentResponse, ApiError> {
         Ok(GetDevicesOpenApiDocumentResponse::Ok(Yaml(Family::Devices.document())))
+    }
+
+    async fn get_devices_open_api31_document(
+        &self,
+        _ctx: &RequestContext,
+    ) -> Result<GetDevicesOpenApi31DocumentResponse, ApiError> {
+        Ok(GetDevicesOpenApi31DocumentResponse::Ok(Yaml(Family::Devices.document_3_1())))
     }
 }

@@ -38,6 +38,8 @@ impl From<super::PaginationMeta> for PaginationMeta {
             total: m.total,
             from: m.from,
             to: m.to,
+            next_page: m.next_page,
+            as_of: m.as_of,
         }
     }
 }

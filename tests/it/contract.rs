@@ -317,6 +317,128 @@ async fn the_document_is_served_to_keys_and_printed_by_the_cli() {
     assert_eq!(anonymous.status(), 401);
 }
 
+/// Each document also comes as OpenAPI 3.1, served beside it and printed by the CLI alike: its
+/// webhooks under `webhooks`, every nullable field a `type` list naming `"null"`, nothing else
+/// changed; `gymapi openapi` prints either document in either version.
+#[tokio::test]
+async fn each_document_is_served_and_printed_as_openapi_3_1() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Docs 3.1").await;
+    for (family, oracle, file) in
+        [("", oracle(), "openapi.yaml"), ("/devices", devices_oracle(), "openapi-devices.yaml")]
+    {
+        let url = format!("{}/api/v1{family}/openapi-3.1.yaml", app.address);
+        let r = app.client.get(url).bearer_auth(&gym.live_key).send().await.unwrap();
+        assert_eq!(
+            (r.status().as_u16(), r.headers()["content-type"].to_str().unwrap()),
+            (200, "application/yaml"),
+            "{file}"
+        );
+        let served = r.text().await.unwrap();
+        let devices: &[&str] = if family.is_empty() { &[] } else { &["--devices"] };
+        let printed = |version: &str| {
+            let args = [&["openapi"], devices, &["--openapi-version", version]].concat();
+            let out = crate::cli::gymapi(&app.database_url, &args, None);
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8(out.stdout).unwrap()
+        };
+        assert_eq!(printed("3.1"), served, "{file}: the CLI prints what is served");
+        let source = std::fs::read_to_string(format!("{}/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        assert_eq!(printed("3.0"), source, "{file}");
+        let v31: Value = serde_yaml_ng::from_str(&served).unwrap();
+        assert_eq!(v31["openapi"], "3.1.0");
+        assert_eq!(v31["info"]["version"], oracle.doc()["info"]["version"]);
+        assert_eq!(v31["webhooks"], oracle.doc().get("x-webhooks").cloned().unwrap_or(Value::Null), "{file}");
+        assert_eq!(v31["paths"].as_object().unwrap().len(), oracle.doc()["paths"].as_object().unwrap().len());
+        let mut nullable = Vec::new();
+        nullables(oracle.doc(), "", &mut nullable);
+        assert!(!nullable.is_empty(), "{file}");
+        for (pointer, kind) in &nullable {
+            let schema = v31.pointer(pointer).unwrap_or_else(|| panic!("{file}: {pointer} is gone"));
+            assert_eq!(schema["type"], json!([kind, "null"]), "{file}: {pointer}");
+            assert!(schema.get("nullable").is_none(), "{file}: {pointer}");
+        }
+        let mut left = Vec::new();
+        nullables(&v31, "", &mut left);
+        assert!(left.is_empty(), "{file}: nullable left in the 3.1 copy at {left:?}");
+    }
+}
+
+/// The pointer and `type` of every schema of `v` marked `nullable: true`.
+fn nullables(v: &Value, pointer: &str, out: &mut Vec<(String, Value)>) {
+    match v {
+        Value::Object(m) => {
+            if m.get("nullable") == Some(&Value::Bool(true)) {
+                out.push((pointer.to_string(), m.get("type").cloned().unwrap_or_default()));
+            }
+            for (k, v) in m {
+                nullables(v, &format!("{pointer}/{}", k.replace('~', "~0").replace('/', "~1")), out);
+            }
+        }
+        Value::Array(items) => items.iter().enumerate().for_each(|(i, v)| nullables(v, &format!("{pointer}/{i}"), out)),
+        _ => {}
+    }
+}
+
+/// Every OpenAPI link (what a stateful tool follows from one answer to the next request) names an
+/// operation of its document and only parameters that operation takes, each from the answer's
+/// body or the request's path.
+#[test]
+fn every_link_leads_to_a_parameter_of_an_operation() {
+    for (file, oracle, _) in documents() {
+        let doc = oracle.doc();
+        let mut params_of = BTreeMap::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap().iter().filter(|(_, op)| op.get("operationId").is_some()) {
+                let shared = item.get("parameters").and_then(Value::as_array).into_iter().flatten();
+                let own = op.get("parameters").and_then(Value::as_array).into_iter().flatten();
+                let names: Vec<String> =
+                    shared.chain(own).map(|p| resolve(doc, p)["name"].as_str().unwrap().to_string()).collect();
+                params_of.insert(op["operationId"].as_str().unwrap().to_string(), (format!("{method} {path}"), names));
+            }
+        }
+        let mut links = 0;
+        for (source, (_, own)) in &params_of {
+            let (path, item) = doc["paths"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .find(|(_, i)| {
+                    i.as_object()
+                        .unwrap()
+                        .values()
+                        .any(|op| op.get("operationId").and_then(Value::as_str) == Some(source))
+                })
+                .unwrap();
+            let op = item
+                .as_object()
+                .unwrap()
+                .values()
+                .find(|op| op.get("operationId").and_then(Value::as_str) == Some(source))
+                .unwrap();
+            for (status, response) in op["responses"].as_object().unwrap() {
+                for (name, link) in resolve(doc, response).get("links").and_then(Value::as_object).into_iter().flatten()
+                {
+                    links += 1;
+                    let target = link["operationId"].as_str().unwrap();
+                    let (_, takes) = params_of
+                        .get(target)
+                        .unwrap_or_else(|| panic!("{file}: {source} {status} {name}: no operation {target}"));
+                    for (param, expr) in link["parameters"].as_object().unwrap() {
+                        assert!(takes.contains(param), "{file}: {source} {status} {name}: {target} takes no {param}");
+                        let expr = expr.as_str().unwrap();
+                        let from_path = expr
+                            .strip_prefix("$request.path.")
+                            .is_some_and(|p| own.iter().any(|o| o == p) && path.contains(&format!("{{{p}}}")));
+                        assert!(expr.starts_with("$response.body#/") || from_path, "{file}: {source} {name}: {expr}");
+                    }
+                }
+            }
+        }
+        assert!(links >= 10, "{file}: {links} links");
+    }
+}
+
 /// What the service serves is a released document: the file of its version in `releases/`
 /// (releases/README.md), byte for byte, for both documents.
 #[tokio::test]
