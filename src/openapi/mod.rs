@@ -60,8 +60,8 @@ same_values! {
     PaymentStatus <=> PaymentStatus { Pending, Paid, Failed, Cancelled, Refunded }
     BillingInterval <=> BillingInterval { Week, Month, Year }
     WebhookDeliveryStatus <=> DeliveryStatus { Pending, Delivered, Failed }
-    // The list filters: closed, each the values stored today (a value added to a state without its
-    // filter does not compile).
+    // The list filters, each the values its state stores today: a value added to a state without
+    // its filter does not compile.
     ListMembersStatus <=> MemberStatus { Active, Inactive }
     ListProductsStatus <=> ProductStatus { Active, Inactive }
     ListAttendanceStatus <=> AttendanceStatus { Granted, Denied }
