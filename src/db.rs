@@ -466,6 +466,11 @@ pub fn claimed(backend: DbBackend, subquery: &str) -> String {
     }
 }
 
+/// The facility the device `?` of the gym `?` is at when the statement runs (`gym_id = ? AND id =
+/// ?`): a statement that hands a device its facility's work reads it here, so a device moved a
+/// moment before takes the work of its new facility and none of its old one's.
+pub const DEVICE_FACILITY: &str = "(SELECT facility_id FROM devices WHERE gym_id = ? AND id = ?)";
+
 /// The condition that the API key `?` is in force for devices (neither revoked nor rolled), to
 /// add to a statement that hands something to a device: a key revoked or rolled a moment before
 /// is never handed a command, a payment or a receipt.

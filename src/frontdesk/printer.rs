@@ -8,7 +8,7 @@ use sea_orm::{ConnectionTrait, EntityTrait, Statement};
 use uuid::Uuid;
 
 use crate::{
-    db::{Db, KEY_IN_FORCE, begin_writing, claimed, for_update, placeholders},
+    db::{DEVICE_FACILITY, Db, KEY_IN_FORCE, begin_writing, claimed, for_update, placeholders},
     errors::ApiError,
     records::now,
 };
@@ -92,15 +92,16 @@ pub fn receipt(
 pub async fn take(db: &Db, printer: &device::Model, key_id: Uuid) -> Result<Vec<print_job::Model>, ApiError> {
     let backend = db.get_database_backend();
     let at = now();
-    let next = "SELECT id FROM print_jobs WHERE gym_id = ? AND state = 'pending' AND facility_id = \
-                (SELECT facility_id FROM devices WHERE gym_id = ? AND id = ?) \
-                ORDER BY created_at, id LIMIT 1";
+    let next = format!(
+        "SELECT id FROM print_jobs WHERE gym_id = ? AND state = 'pending' AND facility_id = {DEVICE_FACILITY} \
+         ORDER BY created_at, id LIMIT 1"
+    );
     let sql = placeholders(
         backend,
         &format!(
             "UPDATE print_jobs SET state = 'delivered', device_id = ?, delivered_at = ?, updated_at = ? \
              WHERE gym_id = ? AND id {} AND {KEY_IN_FORCE} RETURNING *",
-            claimed(backend, next)
+            claimed(backend, &next)
         ),
     );
     let (gym, me) = (printer.gym_id, printer.id);

@@ -18,7 +18,7 @@ use super::{
     sales::{self, receipts_topic},
 };
 use crate::{
-    db::{Db, KEY_IN_FORCE, Writes, after_commit, begin_writing, claimed, for_update, placeholders},
+    db::{DEVICE_FACILITY, Db, KEY_IN_FORCE, Writes, after_commit, begin_writing, claimed, for_update, placeholders},
     errors::ApiError,
     records::now,
     wake::Wakes,
@@ -50,16 +50,17 @@ pub async fn take(db: &Db, terminal: &device::Model, key_id: Uuid, reservation: 
     let backend = db.get_database_backend();
     let at = now();
     let until = at + chrono::Duration::from_std(reservation).unwrap_or_default();
-    let next = "SELECT id FROM payment_jobs WHERE gym_id = ? AND facility_id = (SELECT facility_id FROM devices \
-                WHERE gym_id = ? AND id = ?) \
-                AND (state = 'pending' OR (state = 'reserved' AND (reserved_until <= ? OR device_id = ?))) \
-                ORDER BY CASE WHEN state = 'reserved' AND device_id = ? THEN 0 ELSE 1 END, created_at, id LIMIT 1";
+    let next = format!(
+        "SELECT id FROM payment_jobs WHERE gym_id = ? AND facility_id = {DEVICE_FACILITY} \
+         AND (state = 'pending' OR (state = 'reserved' AND (reserved_until <= ? OR device_id = ?))) \
+         ORDER BY CASE WHEN state = 'reserved' AND device_id = ? THEN 0 ELSE 1 END, created_at, id LIMIT 1"
+    );
     let sql = placeholders(
         backend,
         &format!(
             "UPDATE payment_jobs SET state = 'reserved', device_id = ?, reserved_until = ?, updated_at = ? \
              WHERE gym_id = ? AND id {} AND {KEY_IN_FORCE} RETURNING *",
-            claimed(backend, next)
+            claimed(backend, &next)
         ),
     );
     let (gym, me) = (terminal.gym_id, terminal.id);
@@ -94,8 +95,10 @@ async fn next_lapse(db: &Db, terminal: &device::Model, at: DateTime<Utc>) -> Res
     let backend = db.get_database_backend();
     let sql = placeholders(
         backend,
-        "SELECT MIN(reserved_until) AS at FROM payment_jobs WHERE gym_id = ? AND facility_id = \
-         (SELECT facility_id FROM devices WHERE gym_id = ? AND id = ?) AND state = 'reserved' AND reserved_until > ?",
+        &format!(
+            "SELECT MIN(reserved_until) AS at FROM payment_jobs WHERE gym_id = ? AND facility_id = \
+             {DEVICE_FACILITY} AND state = 'reserved' AND reserved_until > ?"
+        ),
     );
     let values = [terminal.gym_id.into(), terminal.gym_id.into(), terminal.id.into(), at.into()];
     let found = Lapse::find_by_statement(Statement::from_sql_and_values(backend, sql, values)).one(db).await?;
