@@ -129,7 +129,7 @@ echo "==== $doc as OpenAPI 3.1 ($copy)"
 python3 -c "import json, sys; t = json.load(open(sys.argv[1]))['totals']; print(f\"Redocly: {t['errors']} errors, {t['warnings']} warnings, {t['ignored']} allowed\"); sys.exit(1 if t['errors'] or t['warnings'] else 0)" "$work/redocly.json"
 rm -rf "$work/py31" && mkdir "$work/py31"
 (cd "$work/py31" && PATH="$(dirname "$python"):$PATH" openapi-python-client generate --path "$OLDPWD/$copy" \
-  --config "$OLDPWD/.ci/openapi-python-client.yaml" --fail-on-warning --meta none --output-path sdk >/dev/null)
+  --fail-on-warning --meta none --output-path sdk >/dev/null)
 echo "openapi-python-client: generated without a warning"
 "$bin/openapi-typescript" "$copy" -o "$work/v31.d.ts" >/dev/null 2>&1
 python3 - "$work/v31.d.ts" "$copy" <<'PY'
@@ -179,7 +179,7 @@ echo "-- Python: openapi-python-client, mypy --strict, the program against the s
 mkdir "$work/py"
 cp .ci/partners/client.py "$work/py/"
 (cd "$work/py" && PATH="$(dirname "$python"):$PATH" openapi-python-client generate --path "$OLDPWD/openapi.yaml" \
-  --config "$OLDPWD/.ci/openapi-python-client.yaml" --fail-on-warning --meta none --output-path sdk >/dev/null)
+  --fail-on-warning --meta none --output-path sdk >/dev/null)
 # The generator's own code is not the partner's (compat.py says why it is left out).
 printf '[mypy]\nstrict = True\n[mypy-sdk.*]\nignore_errors = True\n' >"$work/py/mypy.ini"
 (cd "$work/py" && "$python" -m mypy client.py)

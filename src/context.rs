@@ -32,4 +32,13 @@ pub struct RequestContext {
     pub base_url: String,
     /// Path of the request below the base, e.g. `/members`.
     pub path: String,
+    /// The request's `Accept`, for the one operation that answers in more than one media type
+    /// (the documents serving themselves, `types::Yaml`).
+    pub accept: Option<poem::http::HeaderValue>,
+}
+
+impl RequestContext {
+    pub fn accept(&self) -> Option<&str> {
+        self.accept.as_ref().and_then(|a| a.to_str().ok())
+    }
 }

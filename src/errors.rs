@@ -273,7 +273,7 @@ pub fn json_response(status: StatusCode, body: &serde_json::Value) -> Response {
 }
 
 fn json_bytes_response(status: StatusCode, bytes: Vec<u8>) -> Response {
-    Response::builder().status(status).content_type("application/json; charset=utf-8").body(bytes).into_response()
+    Response::builder().status(status).content_type("application/json").body(bytes).into_response()
 }
 
 /// Any error that reached the edge of the app, as JSON: ours keep their shape; the framework's

@@ -137,25 +137,53 @@ impl ToJSON for Date {
     }
 }
 
-/// A YAML document response (`application/yaml`, its text): a document serving itself.
+/// A YAML document response: a document serving itself, as `application/yaml` (RFC 9512) or, to a
+/// client whose `Accept` names `text/plain` (or `text/*`) and not YAML, as `text/plain`. Both are
+/// documented, YAML first: generators that read no YAML responses (openapi-python-client) read the
+/// text one without being told to.
 #[derive(Debug)]
-pub struct Yaml(pub &'static str);
+pub struct Yaml {
+    text: &'static str,
+    media: &'static str,
+}
 
-impl poem_openapi::payload::Payload for Yaml {
-    const CONTENT_TYPE: &'static str = "application/yaml";
+impl Yaml {
+    const MEDIA: [&'static str; 2] = ["application/yaml", "text/plain"];
 
-    fn check_content_type(content_type: &str) -> bool {
-        content_type.split(';').next().is_some_and(|essence| essence.trim() == Self::CONTENT_TYPE)
+    /// `text` in the media type `accept` (the request's `Accept`) asks for.
+    pub fn negotiated(text: &'static str, accept: Option<&str>) -> Self {
+        // The media ranges the client takes (a `q` of 0 refuses one), without their parameters.
+        let ranges: Vec<&str> = accept
+            .into_iter()
+            .flat_map(|a| a.split(','))
+            .filter_map(|range| {
+                let mut parts = range.split(';');
+                let media = parts.next().unwrap_or_default().trim();
+                let q = parts.find_map(|p| p.trim().strip_prefix("q=")).and_then(|q| q.parse::<f32>().ok());
+                (q.unwrap_or(1.0) > 0.0).then_some(media)
+            })
+            .collect();
+        let yaml = ranges.iter().any(|r| matches!(*r, "application/yaml" | "application/*" | "*/*"));
+        let text_only = !yaml && ranges.iter().any(|r| matches!(*r, "text/plain" | "text/*"));
+        Self { text, media: if text_only { Self::MEDIA[1] } else { Self::MEDIA[0] } }
     }
+}
 
-    fn schema_ref() -> MetaSchemaRef {
-        <String as Type>::schema_ref()
+impl poem_openapi::ResponseContent for Yaml {
+    fn media_types() -> Vec<poem_openapi::registry::MetaMediaType> {
+        Self::MEDIA
+            .into_iter()
+            .map(|content_type| poem_openapi::registry::MetaMediaType {
+                content_type,
+                schema: <String as Type>::schema_ref(),
+            })
+            .collect()
     }
 }
 
 impl poem::IntoResponse for Yaml {
     fn into_response(self) -> poem::Response {
-        poem::Response::builder().content_type(<Self as poem_openapi::payload::Payload>::CONTENT_TYPE).body(self.0)
+        poem::Response::builder().content_type(self.media).body(self.text)
     }
 }
 
@@ -164,8 +192,9 @@ impl poem::IntoResponse for Yaml {
 macro_rules! json_payload {
     ($payload:ident) => {
         impl<T: poem_openapi::types::Type> poem_openapi::payload::Payload for $payload<T> {
-            const CONTENT_TYPE: &'static str =
-                <poem_openapi::payload::Json<T> as poem_openapi::payload::Payload>::CONTENT_TYPE;
+            // JSON's media type as the documents name it, with no `charset` (RFC 8259 defines
+            // none: JSON is UTF-8): contract testers compare the header with the document's.
+            const CONTENT_TYPE: &'static str = "application/json";
 
             fn check_content_type(content_type: &str) -> bool {
                 <poem_openapi::payload::Json<T> as poem_openapi::payload::Payload>::check_content_type(content_type)

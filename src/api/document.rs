@@ -5,11 +5,11 @@ use crate::openapi::*;
 use crate::{context::RequestContext, contract::Family, errors::ApiError, types::Yaml};
 
 impl DocumentApi for Handlers {
-    async fn get_open_api_document(&self, _ctx: &RequestContext) -> Result<GetOpenApiDocumentResponse, ApiError> {
-        Ok(GetOpenApiDocumentResponse::Ok(Yaml(Family::Integration.document())))
+    async fn get_open_api_document(&self, ctx: &RequestContext) -> Result<GetOpenApiDocumentResponse, ApiError> {
+        Ok(GetOpenApiDocumentResponse::Ok(Yaml::negotiated(Family::Integration.document(), ctx.accept())))
     }
 
-    async fn get_open_api31_document(&self, _ctx: &RequestContext) -> Result<GetOpenApi31DocumentResponse, ApiError> {
-        Ok(GetOpenApi31DocumentResponse::Ok(Yaml(Family::Integration.document_3_1())))
+    async fn get_open_api31_document(&self, ctx: &RequestContext) -> Result<GetOpenApi31DocumentResponse, ApiError> {
+        Ok(GetOpenApi31DocumentResponse::Ok(Yaml::negotiated(Family::Integration.document_3_1(), ctx.accept())))
     }
 }

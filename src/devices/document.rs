@@ -7,15 +7,15 @@ use crate::{context::RequestContext, contract::Family, errors::ApiError, types::
 impl DocumentApi for DeviceHandlers {
     async fn get_devices_open_api_document(
         &self,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<GetDevicesOpenApiDocumentResponse, ApiError> {
-        Ok(GetDevicesOpenApiDocumentResponse::Ok(Yaml(Family::Devices.document())))
+        Ok(GetDevicesOpenApiDocumentResponse::Ok(Yaml::negotiated(Family::Devices.document(), ctx.accept())))
     }
 
     async fn get_devices_open_api31_document(
         &self,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<GetDevicesOpenApi31DocumentResponse, ApiError> {
-        Ok(GetDevicesOpenApi31DocumentResponse::Ok(Yaml(Family::Devices.document_3_1())))
+        Ok(GetDevicesOpenApi31DocumentResponse::Ok(Yaml::negotiated(Family::Devices.document_3_1(), ctx.accept())))
     }
 }

@@ -279,13 +279,14 @@ async fn route<E: Endpoint>(
         return ApiError::Validation(errors).as_response();
     }
     let base_url = base_url(&state.config, &req, base);
+    let accept = req.headers().get(poem::http::header::ACCEPT).cloned();
     if let (true, Some((prepared, state_of_key))) = (op.idempotent, begun.take()) {
         let Prepared { scope, key_digest, fingerprint } = prepared;
         let keyed = Keyed { scope, record: RecordKey { gym_id: tenant.gym_id, key_digest }, fingerprint };
-        req.extensions_mut().insert(RequestContext { tenant, base_url, path });
+        req.extensions_mut().insert(RequestContext { tenant, base_url, path, accept });
         return Box::pin(idempotent(next, req, state, &keyed, state_of_key)).await;
     }
-    req.extensions_mut().insert(RequestContext { tenant, base_url, path });
+    req.extensions_mut().insert(RequestContext { tenant, base_url, path, accept });
     match next.call(req).await {
         Ok(r) => r.into_response(),
         Err(e) => to_json_error(e),

@@ -96,7 +96,7 @@ fn replacement(written: &[u8]) -> Option<Vec<u8>> {
     tracing::info!(request_id = %id, status, "a request that is not readable HTTP was refused");
     let body = crate::errors::error_body(kind, message);
     let mut answer = format!(
-        "{status_line}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: {}\r\n\
+        "{status_line}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
          x-request-id: {id}\r\nconnection: close\r\n\r\n",
         body.len()
     )

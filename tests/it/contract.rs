@@ -317,6 +317,44 @@ async fn the_document_is_served_to_keys_and_printed_by_the_cli() {
     assert_eq!(anonymous.status(), 401);
 }
 
+/// Each document serving itself names two media types, YAML first and `text/plain` for clients
+/// (and generators) that read no YAML: the server answers the one `Accept` asks for, the same text.
+#[tokio::test]
+async fn the_documents_are_text_to_a_client_that_asks_for_text() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Docs as text").await;
+    for (path, file) in [("/openapi.yaml", "openapi.yaml"), ("/devices/openapi-3.1.yaml", "")] {
+        let want = match file {
+            "" => None,
+            file => Some(std::fs::read_to_string(format!("{}/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap()),
+        };
+        for (accept, media) in [
+            (None, "application/yaml"),
+            (Some("text/plain"), "text/plain"),
+            (Some("text/*;q=0.5, */*;q=0.1"), "application/yaml"),
+            (Some("text/plain, application/yaml;q=0"), "text/plain"),
+            (Some("application/json"), "application/yaml"),
+        ] {
+            let mut request = app.client.get(format!("{}/api/v1{path}", app.address)).bearer_auth(&gym.live_key);
+            if let Some(accept) = accept {
+                request = request.header("accept", accept);
+            }
+            let r = request.send().await.unwrap();
+            assert_eq!(r.status(), 200, "{path} {accept:?}");
+            assert_eq!(r.headers()["content-type"], media, "{path} {accept:?}");
+            let text = r.text().await.unwrap();
+            assert!(text.starts_with("openapi: 3."), "{path} {accept:?}");
+            if let Some(want) = &want {
+                assert_eq!(&text, want, "{path} {accept:?}");
+            }
+        }
+        let oracle = if path.starts_with("/devices") { devices_oracle() } else { oracle() };
+        let (_, op) = oracle.operation("GET", path.trim_start_matches("/devices")).expect("an operation");
+        let media: Vec<&String> = op["responses"]["200"]["content"].as_object().unwrap().keys().collect();
+        assert_eq!(media, ["application/yaml", "text/plain"], "{path}");
+    }
+}
+
 /// Each document also comes as OpenAPI 3.1, served beside it and printed by the CLI alike: its
 /// webhooks under `webhooks`, every nullable field a `type` list naming `"null"`, nothing else
 /// changed; `gymapi openapi` prints either document in either version.
