@@ -15,8 +15,9 @@ pub struct Tenant {
     pub owner_gym_id: Uuid,
     pub key_id: Uuid,
     pub environment: Environment,
-    /// The IANA time zone of the gym.
-    pub timezone: String,
+    /// The gym's time zone (its IANA name on the wire and in the key cache), parsed once, when the
+    /// key is resolved.
+    pub timezone: chrono_tz::Tz,
     /// The gym's first facility, where a member created without one goes (facilities are never
     /// removed, so the first stays the first). Resolved with the key; `None` when the gym had none
     /// then, or from a grant cached before it was kept.

@@ -47,7 +47,7 @@ fn parse_bound(value: &str, tz: Tz, bound: Bound) -> Option<(DateTime<Utc>, bool
 
 async fn list(h: &Handlers, ctx: &RequestContext, p: ListAttendanceParams) -> Result<AttendanceList, ApiError> {
     use attendance::{Column, Entity};
-    let tz: Tz = ctx.tenant.timezone.parse().unwrap_or(Tz::UTC);
+    let tz: Tz = ctx.tenant.timezone;
     let mut errors = FieldErrors::new();
     let message = |name: &str| format!("The {name} parameter must be a date (YYYY-MM-DD) or an RFC 3339 date-time.");
     let from = p.from.as_deref().map(|v| parse_bound(v, tz, Bound::Start).ok_or(()));

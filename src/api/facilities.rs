@@ -33,12 +33,12 @@ impl FacilitiesApi for Handlers {
         let select = <facility::Entity as sea_orm::EntityTrait>::find();
         let listing = listing!(facility, CreatedAt, None);
         let rows = list_page(self.db(), ctx, &mut page, select, listing, p.updated_since, None).await?;
-        let tz = &ctx.tenant.timezone;
+        let tz = ctx.tenant.timezone.name();
         Ok(ListFacilitiesResponse::Ok(Json(FacilityList::of(&page, rows.into_iter().map(|m| record(m, tz))))))
     }
 
     async fn get_facility(&self, ctx: &RequestContext, p: GetFacilityParams) -> Result<GetFacilityResponse, ApiError> {
         let m = find_in_gym::<facility::Entity>(self.db(), ctx.tenant.gym_id, "facility", &p.id).await?;
-        Ok(GetFacilityResponse::Ok(Json(record(m, &ctx.tenant.timezone))))
+        Ok(GetFacilityResponse::Ok(Json(record(m, ctx.tenant.timezone.name()))))
     }
 }

@@ -15,7 +15,7 @@ use crate::{
 
 impl StatisticsApi for Handlers {
     async fn get_statistics(&self, ctx: &RequestContext) -> Result<GetStatisticsResponse, ApiError> {
-        let tz: Tz = ctx.tenant.timezone.parse().unwrap_or(Tz::UTC);
+        let tz: Tz = ctx.tenant.timezone;
         let at = now();
         let s = statistics::summary(self.db(), &self.state.statistics, ctx.tenant.gym_id, tz, at)
             .await

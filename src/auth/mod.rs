@@ -24,6 +24,7 @@ use crate::{
     },
     logs::Repeated,
     metrics::OutcomeLabel,
+    records,
 };
 
 pub use key::{
@@ -358,6 +359,12 @@ async fn resolve(
             None => return Err(ApiError::Unauthorized),
         },
     };
+    // Every writer of a gym's time zone checks it (`records::timezone`); one that is not a zone
+    // was written around them, and is said in the log rather than taken for UTC unseen.
+    let timezone = records::timezone(&timezone).unwrap_or_else(|e| {
+        tracing::error!(gym_id = %gym_id, error = %e, "the gym's time zone is none: its times are in UTC");
+        chrono_tz::UTC
+    });
     if subscription_blocks(row.subscription_status, row.grace_ends_at, now) {
         return Err(ApiError::PaymentRequired);
     }
@@ -458,7 +465,7 @@ mod tests {
                 owner_gym_id: Uuid::now_v7(),
                 key_id: Uuid::now_v7(),
                 environment: Environment::Live,
-                timezone: "UTC".into(),
+                timezone: chrono_tz::UTC,
                 first_facility_id: None,
             },
             licence: Licence { api: true, devices: true },

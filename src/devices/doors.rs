@@ -12,7 +12,7 @@ use crate::{
         door::{self, Denial, Who},
     },
     openapi::devices::*,
-    records::now,
+    records::{self, now},
     types::wire::Json,
 };
 
@@ -62,7 +62,7 @@ impl DoorsApi for DeviceHandlers {
                 return Err(ApiError::Validation(errors));
             }
         };
-        let tz: Tz = facility_tz.as_deref().unwrap_or(&ctx.tenant.timezone).parse().unwrap_or(Tz::UTC);
+        let tz: Tz = facility_tz.and_then(|name| records::timezone(&name).ok()).unwrap_or(ctx.tenant.timezone);
         let (decision, queued) = door::decide(self.db(), &door, tz, &who).await?;
         crate::webhooks::wake_if(&self.state.webhooks, queued).await;
         let e = decision.entry;

@@ -97,7 +97,7 @@ impl DeviceHandlers {
     /// The gym's name and time zone, for receipts.
     async fn gym_label(&self, ctx: &RequestContext) -> Result<(String, String), ApiError> {
         let gym = entity::gym::Entity::find_by_id(ctx.tenant.gym_id).one(self.db()).await?;
-        Ok(gym.map_or_else(|| (String::new(), ctx.tenant.timezone.clone()), |g| (g.name, g.timezone)))
+        Ok(gym.map_or_else(|| (String::new(), ctx.tenant.timezone.name().to_string()), |g| (g.name, g.timezone)))
     }
 }
 

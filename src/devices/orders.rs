@@ -115,7 +115,7 @@ impl DeviceHandlers {
     /// An order as the API returns it (the gym's name and time zone read for its receipts).
     async fn answer(&self, ctx: &RequestContext, sale: &Sale) -> Result<Order, ApiError> {
         let (name, timezone) = match sale.receipts.is_empty() {
-            true => (String::new(), ctx.tenant.timezone.clone()),
+            true => (String::new(), ctx.tenant.timezone.name().to_string()),
             false => self.gym_label(ctx).await?,
         };
         Ok(order(sale, (&name, &timezone), now()))
