@@ -2,6 +2,8 @@
 
 use uuid::Uuid;
 
+use crate::db::{Db, Unit};
+
 pub use entity::states::Environment;
 
 /// The gym a request acts on, resolved from its API key. Handlers receive it from the middleware and
@@ -36,9 +38,20 @@ pub struct RequestContext {
     /// The request's `Accept`, for the one operation that answers in more than one media type
     /// (the documents serving themselves, `types::Yaml`).
     pub accept: Option<poem::http::HeaderValue>,
+    /// The keyed write the request is, when it carries an `Idempotency-Key` (set by the
+    /// middleware that keeps the key): see [`Self::db`].
+    pub unit: Option<Unit>,
 }
 
 impl RequestContext {
+    /// The database as this request's handler uses it. For a keyed write, the write's handle:
+    /// every transaction begun through it is a part of the write's one transaction, every
+    /// statement runs in it once begun, and the write commits with the record of its response
+    /// (`db::Unit`). Otherwise the database as it is.
+    pub fn db(&self, db: &Db) -> Db {
+        db.keyed(self.unit.as_ref())
+    }
+
     pub fn accept(&self) -> Option<&str> {
         self.accept.as_ref().and_then(|a| a.to_str().ok())
     }

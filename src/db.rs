@@ -20,7 +20,7 @@ use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, DbErr, ExecResult, QueryResult, Statement,
 };
 pub use statements::StatementPool;
-pub use unit::{Outcome, Unit, after_commit};
+pub use unit::{Outcome, Unit};
 pub use writers::Writing;
 
 /// Connects to `url` and applies pending migrations: the database as `gymapi serve` and the
@@ -208,14 +208,16 @@ fn tls_preferred(url: &str) -> bool {
 /// The database as the API's handlers use it: sea-orm's pool for transactions and writes, and a
 /// [`StatementPool`] for the queries run outside a transaction, which hands a connection back
 /// without sqlx's extra round trip (on SQLite, for a file: an in-memory database has one
-/// connection, sea-orm's). Inside a keyed write ([`Unit`]) its statements run in the write's
-/// transaction (see [`unit::transaction`]); outside one, a statement the database asks for again
+/// connection, sea-orm's). A handle of a keyed write ([`Db::keyed`]) runs its statements in the
+/// write's transaction ([`Unit`], see [`unit::transaction`]); outside one, a statement the database asks for again
 /// (a serialization failure or deadlock, see [`must_retry`]) is run again, a few times. Everything
 /// else of sea-orm's connection is reached through `Deref`.
 #[derive(Clone)]
 pub struct Db {
     orm: DatabaseConnection,
     reads: Reads,
+    /// The keyed write this handle's statements run in, if it is one's.
+    unit: Option<Unit>,
 }
 
 #[derive(Clone)]
@@ -245,7 +247,14 @@ impl Db {
             }
             _ => Reads::Orm,
         };
-        Self { orm, reads }
+        Self { orm, reads, unit: None }
+    }
+
+    /// This database as a keyed write's handler uses it: every transaction it begins a part of
+    /// `unit`, every statement in the unit's transaction once one has begun, every hook after the
+    /// unit's commit. `None` is this handle as it is.
+    pub fn keyed(&self, unit: Option<&Unit>) -> Self {
+        Self { orm: self.orm.clone(), reads: self.reads.clone(), unit: unit.cloned() }
     }
 
     pub fn orm(&self) -> &DatabaseConnection {
@@ -276,21 +285,21 @@ impl ConnectionTrait for Db {
     }
 
     async fn execute(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
-        match unit::transaction(&self.orm).await? {
+        match unit::transaction(self.unit.as_ref(), &self.orm).await? {
             Some(txn) => txn.execute(stmt).await,
             None => retry::retried(|| self.orm.execute(stmt.clone())).await,
         }
     }
 
     async fn execute_unprepared(&self, sql: &str) -> Result<ExecResult, DbErr> {
-        match unit::transaction(&self.orm).await? {
+        match unit::transaction(self.unit.as_ref(), &self.orm).await? {
             Some(txn) => txn.execute_unprepared(sql).await,
             None => retry::retried(|| self.orm.execute_unprepared(sql)).await,
         }
     }
 
     async fn query_one(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
-        if let Some(txn) = unit::transaction(&self.orm).await? {
+        if let Some(txn) = unit::transaction(self.unit.as_ref(), &self.orm).await? {
             return txn.query_one(stmt).await;
         }
         retry::retried(|| async {
@@ -304,7 +313,7 @@ impl ConnectionTrait for Db {
     }
 
     async fn query_all(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
-        if let Some(txn) = unit::transaction(&self.orm).await? {
+        if let Some(txn) = unit::transaction(self.unit.as_ref(), &self.orm).await? {
             return txn.query_all(stmt).await;
         }
         retry::retried(|| async {
@@ -373,12 +382,45 @@ pub fn redact(url: &str) -> String {
 /// write the file (`writers`), then takes the write lock (a write that changes nothing): its reads
 /// then see the newest data, and its writes never meet a snapshot another connection made stale
 /// (`SQLITE_BUSY_SNAPSHOT`, which no wait cures). PostgreSQL needs nothing: its writers lock rows.
-/// Inside a keyed write the transaction is a part of the write's [`Unit`].
-pub async fn begin_writing(db: &DatabaseConnection) -> Result<Writing, DbErr> {
-    unit::begin(db).await
+/// Begun through the handle of a keyed write, the transaction is a part of the write's [`Unit`].
+pub async fn begin_writing(db: &impl Handle) -> Result<Writing, DbErr> {
+    unit::begin(db.unit(), db.connection()).await
 }
 
-/// Inside a keyed write, `writes` (the handler's last: it reads nothing after them) are kept to run
+/// What a writer is given: sea-orm's connection, and the keyed write whose handle it is, if any
+/// ([`Db::keyed`]). A bare connection runs in no keyed write.
+pub trait Handle: Sync {
+    fn connection(&self) -> &DatabaseConnection;
+    fn unit(&self) -> Option<&Unit>;
+}
+
+impl Handle for Db {
+    fn connection(&self) -> &DatabaseConnection {
+        &self.orm
+    }
+    fn unit(&self) -> Option<&Unit> {
+        self.unit.as_ref()
+    }
+}
+
+impl Handle for DatabaseConnection {
+    fn connection(&self) -> &DatabaseConnection {
+        self
+    }
+    fn unit(&self) -> Option<&Unit> {
+        None
+    }
+}
+
+/// Runs `hook` once what the caller just committed through `db` is committed for real: at once,
+/// or, through the handle of a keyed write whose transaction is open or whose writes wait for its
+/// commit, after the unit's commit (never if it rolls back). For what must not be seen before the
+/// data it announces (waking a long poll that then looks).
+pub async fn after_commit(db: &impl Handle, hook: impl std::future::Future<Output = ()> + Send + 'static) {
+    unit::after_commit(db.unit(), hook).await
+}
+
+/// Through the handle of a keyed write, `writes` (the handler's last: it reads nothing after them) are kept to run
 /// with the write's commit. On PostgreSQL they and the idempotency record are one statement, sent
 /// before `COMMIT`: one round trip instead of two. On SQLite, when the keyed write has not begun a
 /// transaction, its record, these writes and `COMMIT` go to the file's writer connection in one
@@ -386,14 +428,14 @@ pub async fn begin_writing(db: &DatabaseConnection) -> Result<Writing, DbErr> {
 /// is written and `refusal`, given the database's error, makes what answers instead of the
 /// handler's response. Anywhere else they are handed back with `refusal`: run them now, and answer
 /// their error with it.
-pub fn defer_to_commit<R, F, E>(writes: Writes, refusal: R) -> Option<(Writes, R)>
+pub fn defer_to_commit<R, F, E>(db: &Db, writes: Writes, refusal: R) -> Option<(Writes, R)>
 where
     R: FnOnce(DbErr) -> F + Send + 'static,
     F: std::future::Future<Output = E> + Send + 'static,
     E: std::error::Error + Send + Sync + 'static,
 {
     use futures_util::FutureExt as _;
-    let Some(unit) = writes.backend().and_then(|backend| unit::current().filter(|u| u.may_defer(backend))) else {
+    let Some(unit) = writes.backend().and_then(|backend| db.unit.as_ref().filter(|u| u.may_defer(backend))) else {
         return Some((writes, refusal));
     };
     let (writes, tallied) = writes.into_parts();

@@ -7,17 +7,19 @@ use crate::{context::RequestContext, errors::ApiError, import};
 
 impl Handlers {
     /// A written batch may have queued an `import.completed` delivery: wake the dispatcher.
-    async fn written(&self, dry_run: bool) {
+    async fn written(&self, db: &crate::db::Db, dry_run: bool) {
         if !dry_run {
-            crate::webhooks::wake(&self.state.webhooks).await;
+            crate::webhooks::wake(db, &self.state.webhooks).await;
         }
     }
 }
 
 impl ImportApi for Handlers {
     async fn import_plans(&self, ctx: &RequestContext, p: ImportPlansParams) -> Result<ImportPlansResponse, ApiError> {
-        let r = import::plans(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
-        self.written(p.dry_run).await;
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
+        let r = import::plans(&db, ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
+        self.written(&db, p.dry_run).await;
         Ok(ImportPlansResponse::Ok(Json(r)))
     }
 
@@ -26,8 +28,10 @@ impl ImportApi for Handlers {
         ctx: &RequestContext,
         p: ImportFacilitiesParams,
     ) -> Result<ImportFacilitiesResponse, ApiError> {
-        let r = import::facilities(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
-        self.written(p.dry_run).await;
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
+        let r = import::facilities(&db, ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
+        self.written(&db, p.dry_run).await;
         Ok(ImportFacilitiesResponse::Ok(Json(r)))
     }
 
@@ -36,8 +40,10 @@ impl ImportApi for Handlers {
         ctx: &RequestContext,
         p: ImportMembersParams,
     ) -> Result<ImportMembersResponse, ApiError> {
-        let r = import::members(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
-        self.written(p.dry_run).await;
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
+        let r = import::members(&db, ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
+        self.written(&db, p.dry_run).await;
         Ok(ImportMembersResponse::Ok(Json(r)))
     }
 
@@ -46,8 +52,10 @@ impl ImportApi for Handlers {
         ctx: &RequestContext,
         p: ImportMembershipsParams,
     ) -> Result<ImportMembershipsResponse, ApiError> {
-        let r = import::memberships(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
-        self.written(p.dry_run).await;
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
+        let r = import::memberships(&db, ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
+        self.written(&db, p.dry_run).await;
         Ok(ImportMembershipsResponse::Ok(Json(r)))
     }
 
@@ -56,9 +64,10 @@ impl ImportApi for Handlers {
         ctx: &RequestContext,
         p: ImportAttendanceParams,
     ) -> Result<ImportAttendanceResponse, ApiError> {
-        let r =
-            import::attendance(self.db(), ctx.tenant.gym_id, ImportEntity::Attendance, p.body.rows, p.dry_run).await?;
-        self.written(p.dry_run).await;
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
+        let r = import::attendance(&db, ctx.tenant.gym_id, ImportEntity::Attendance, p.body.rows, p.dry_run).await?;
+        self.written(&db, p.dry_run).await;
         Ok(ImportAttendanceResponse::Ok(Json(r)))
     }
 
@@ -67,9 +76,10 @@ impl ImportApi for Handlers {
         ctx: &RequestContext,
         p: ImportAccessLogsParams,
     ) -> Result<ImportAccessLogsResponse, ApiError> {
-        let r =
-            import::attendance(self.db(), ctx.tenant.gym_id, ImportEntity::AccessLogs, p.body.rows, p.dry_run).await?;
-        self.written(p.dry_run).await;
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
+        let r = import::attendance(&db, ctx.tenant.gym_id, ImportEntity::AccessLogs, p.body.rows, p.dry_run).await?;
+        self.written(&db, p.dry_run).await;
         Ok(ImportAccessLogsResponse::Ok(Json(r)))
     }
 
@@ -78,8 +88,10 @@ impl ImportApi for Handlers {
         ctx: &RequestContext,
         p: ImportProductsParams,
     ) -> Result<ImportProductsResponse, ApiError> {
-        let r = import::products(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
-        self.written(p.dry_run).await;
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
+        let r = import::products(&db, ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
+        self.written(&db, p.dry_run).await;
         Ok(ImportProductsResponse::Ok(Json(r)))
     }
 
@@ -88,8 +100,10 @@ impl ImportApi for Handlers {
         ctx: &RequestContext,
         p: ImportPurchasesParams,
     ) -> Result<ImportPurchasesResponse, ApiError> {
-        let r = import::purchases(self.db(), ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
-        self.written(p.dry_run).await;
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
+        let r = import::purchases(&db, ctx.tenant.gym_id, p.body.rows, p.dry_run).await?;
+        self.written(&db, p.dry_run).await;
         Ok(ImportPurchasesResponse::Ok(Json(r)))
     }
 

@@ -186,6 +186,8 @@ impl MembersApi for Handlers {
         ctx: &RequestContext,
         p: CreateMemberParams,
     ) -> Result<CreateMemberResponse, ApiError> {
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
         let gym_id = ctx.tenant.gym_id;
         let b = p.body;
         let email = b.email.take().map(|e| e.0);
@@ -194,7 +196,7 @@ impl MembersApi for Handlers {
         let facility = match facility_id.or(ctx.tenant.first_facility_id) {
             Some(id) => id,
             None => {
-                accounts::first_facility(self.db(), gym_id)
+                accounts::first_facility(&db, gym_id)
                     .await?
                     .ok_or_else(|| ApiError::invalid("facility_id", "This gym has no facility; give a facility_id."))?
                     .id
@@ -220,15 +222,15 @@ impl MembersApi for Handlers {
         // Written first, checked only if the database refuses it (`members::refused`). The gym's
         // webhook endpoints are read before the transaction, so that on SQLite the file's writer
         // waits for no read.
-        let backend = self.db().get_database_backend();
+        let backend = db.get_database_backend();
         let mut writes = Writes::new();
         writes.push(member::Entity::insert(row).build(backend));
         writes.extend(members::count_statement(backend, gym_id, Change::Added(vec![status])));
         let data = crate::types::wire::value(&member);
-        let queued = webhooks::emit_counted(self.db(), &mut writes, gym_id, EventType::MemberCreated, data).await?;
+        let queued = webhooks::emit_counted(&db, &mut writes, gym_id, EventType::MemberCreated, data).await?;
         // What answers when the database refuses these writes: now, or, for a keyed write that
-        // sends them with its commit, then.
-        let (db, claimed) = (self.db().clone(), (email.clone(), access_card.clone()));
+        // sends them with its commit, then (outside the write, whose transaction is gone).
+        let (plain, claimed) = (self.db().clone(), (email.clone(), access_card.clone()));
         let refusal = move |e| async move {
             let (email, access_card) = claimed;
             let claims = Claims {
@@ -237,19 +239,19 @@ impl MembersApi for Handlers {
                 facility_id,
                 ..Claims::default()
             };
-            members::refused(&db, gym_id, claims, e).await
+            members::refused(&plain, gym_id, claims, e).await
         };
-        let Some((writes, refusal)) = crate::db::defer_to_commit(writes, refusal) else {
-            webhooks::wake_if(&self.state.webhooks, queued).await;
+        let Some((writes, refusal)) = crate::db::defer_to_commit(&db, writes, refusal) else {
+            webhooks::wake_if(&db, &self.state.webhooks, queued).await;
             return Ok(CreateMemberResponse::Created(Json(member)));
         };
-        let txn = crate::db::begin_writing(self.db()).await?;
+        let txn = crate::db::begin_writing(&db).await?;
         if let Err(e) = writes.run(&txn).await {
             drop(txn);
             return Err(refusal(e).await);
         }
         txn.commit().await.map_err(members::taken)?;
-        webhooks::wake_if(&self.state.webhooks, queued).await;
+        webhooks::wake_if(&db, &self.state.webhooks, queued).await;
         Ok(CreateMemberResponse::Created(Json(member)))
     }
 
@@ -282,7 +284,9 @@ impl MembersApi for Handlers {
 /// (`db::begin_writing`).
 async fn update(h: &Handlers, ctx: &RequestContext, id: &str, b: MemberUpdate) -> Result<Member, ApiError> {
     let gym_id = ctx.tenant.gym_id;
-    let txn = crate::db::begin_writing(h.db()).await?;
+    // A keyed write's handle when the request is one (PUT and PATCH take an Idempotency-Key).
+    let db = ctx.db(h.db());
+    let txn = crate::db::begin_writing(&db).await?;
     let current = find(&txn, gym_id, id).await?;
     let edit = Edit {
         first_name: b.first_name,
@@ -311,7 +315,7 @@ async fn update(h: &Handlers, ctx: &RequestContext, id: &str, b: MemberUpdate) -
     let queued = members::announce(&txn, gym_id, EventType::MemberUpdated, &member).await?;
     txn.commit().await.map_err(members::taken)?;
     if queued {
-        crate::webhooks::wake(&h.state.webhooks).await;
+        crate::webhooks::wake(&db, &h.state.webhooks).await;
     }
     Ok(member)
 }

@@ -105,13 +105,15 @@ impl WebhooksApi for Handlers {
         ctx: &RequestContext,
         p: RedeliverWebhookDeliveryParams,
     ) -> Result<RedeliverWebhookDeliveryResponse, ApiError> {
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
         let id = super::parse_id(KIND, &p.id)?;
-        let txn = crate::db::begin_writing(self.db()).await?;
+        let txn = crate::db::begin_writing(&db).await?;
         let d = crate::webhooks::redeliver(&txn, ctx.tenant.gym_id, id)
             .await?
             .ok_or_else(|| ApiError::not_found(KIND, &p.id))?;
         txn.commit().await?;
-        crate::webhooks::wake(&self.state.webhooks).await;
+        crate::webhooks::wake(&db, &self.state.webhooks).await;
         Ok(RedeliverWebhookDeliveryResponse::Accepted(Json(delivery(d)?)))
     }
 }

@@ -1,8 +1,10 @@
-//! The unit of a keyed write. A request that carries an `Idempotency-Key` runs its handler inside
-//! a [`Unit`]: every transaction the handler begins ([`super::begin_writing`]) is a part of one
-//! database transaction, every statement the handler sends through [`super::Db`] once that
-//! transaction has begun runs in it too (so the handler reads what it wrote), and what the handler
-//! wants done after its commit ([`after_commit`]) waits for the real one. The middleware that kept
+//! The unit of a keyed write. A request that carries an `Idempotency-Key` runs its handler with a
+//! [`Unit`], held by the handle of the database the handler is given (`Db::keyed`, through
+//! `RequestContext::db`): every transaction the handler begins through that handle
+//! ([`super::begin_writing`]) is a part of one database transaction, every statement it sends
+//! through the handle once that transaction has begun runs in it too (so the handler reads what it
+//! wrote), and what the handler wants done after its commit ([`super::after_commit`]) waits for the
+//! real one. Nothing but the handle says whether a statement runs in the unit. The middleware that kept
 //! the key commits the unit together with the write's idempotency record, once the response is
 //! known, or rolls it back: a keyed write and the record of its response are committed together,
 //! or neither is.
@@ -29,10 +31,6 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, Statement};
 
 use super::writers::{self, Txn, Writing};
 use super::{batch::Tally, file_writer::Failed, group};
-
-tokio::task_local! {
-    static UNIT: Unit;
-}
 
 type Hook = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -62,6 +60,12 @@ pub enum Outcome {
 #[derive(Clone, Default)]
 pub struct Unit(Arc<Mutex<State>>);
 
+impl std::fmt::Debug for Unit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Unit").field("open", &self.state().open.is_some()).finish_non_exhaustive()
+    }
+}
+
 #[derive(Default)]
 struct State {
     open: Option<Open>,
@@ -78,11 +82,6 @@ struct Open {
 impl Unit {
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// Runs `f` (the handler) inside this unit.
-    pub async fn scope<F: Future>(&self, f: F) -> F::Output {
-        UNIT.scope(self.clone(), f).await
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -286,24 +285,20 @@ fn key_held(err: &DbErr) -> bool {
     e.as_database_error().and_then(|d| d.code()).is_some_and(|code| code == "GY409")
 }
 
-/// A transaction for a writer of this task: a part of the keyed write it runs, if it runs one.
-pub(super) async fn begin(db: &DatabaseConnection) -> Result<Writing, DbErr> {
-    let Some(unit) = current() else { return writers::begin(db).await };
+/// A transaction for a writer: a part of `unit`, the keyed write its handle runs in, if any.
+pub(super) async fn begin(unit: Option<&Unit>, db: &DatabaseConnection) -> Result<Writing, DbErr> {
+    let Some(unit) = unit else { return writers::begin(db).await };
     let txn = unit.part(db).await?;
+    let unit = unit.clone();
     Ok(Writing::part(txn, move || unit.abandon()))
 }
 
-/// The unit this task's request runs in, if it is a keyed write.
-pub(super) fn current() -> Option<Unit> {
-    UNIT.try_with(Unit::clone).ok()
-}
-
-/// Where a statement sent through `Db` runs inside a keyed write: in the write's transaction. On
+/// Where a statement sent through a handle of `unit` runs: in the write's transaction. On
 /// PostgreSQL the first statement begins it, so a keyed write is one transaction, its reads
 /// included. On SQLite only a writer begins it (`begin_writing`): reads before it run outside,
 /// without holding the file's write lock.
-pub(super) async fn transaction(db: &DatabaseConnection) -> Result<Option<Arc<Txn>>, DbErr> {
-    let Some(unit) = current() else { return Ok(None) };
+pub(super) async fn transaction(unit: Option<&Unit>, db: &DatabaseConnection) -> Result<Option<Arc<Txn>>, DbErr> {
+    let Some(unit) = unit else { return Ok(None) };
     if let Some(txn) = unit.txn() {
         return Ok(Some(txn));
     }
@@ -313,12 +308,11 @@ pub(super) async fn transaction(db: &DatabaseConnection) -> Result<Option<Arc<Tx
     Ok(None)
 }
 
-/// Runs `hook` once what the caller just committed is committed for real: at once, or, inside a
-/// keyed write whose transaction is open or whose writes wait for its commit, after the unit's
-/// commit (never if it rolls back). For
-/// what must not be seen before the data it announces (waking a long poll that then looks).
-pub async fn after_commit(hook: impl Future<Output = ()> + Send + 'static) {
-    if let Some(unit) = current() {
+/// Runs `hook` once what was just committed is committed for real: at once, or, when `unit` has
+/// its transaction open or writes waiting for its commit, after the unit's commit (never if it
+/// rolls back).
+pub(super) async fn after_commit(unit: Option<&Unit>, hook: impl Future<Output = ()> + Send + 'static) {
+    if let Some(unit) = unit {
         let mut state = unit.state();
         if state.open.is_some() || state.deferred.is_some() {
             state.hooks.push(Box::pin(hook));

@@ -9,8 +9,10 @@ use crate::{
 
 impl DoorbellsApi for DeviceHandlers {
     async fn ring(&self, ctx: &RequestContext, p: RingParams) -> Result<RingResponse, ApiError> {
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
         let doorbell = self.device(ctx, &p.device_id, Some(DeviceKind::Doorbell)).await?;
-        let r = bell::ring(self.db(), &self.state.wakes, &doorbell, p.body.message.take()).await?;
+        let r = bell::ring(&db, &self.state.wakes, &doorbell, p.body.message.take()).await?;
         Ok(RingResponse::Created(Json(record(r, now()))))
     }
 }

@@ -50,9 +50,11 @@ impl DoorsApi for DeviceHandlers {
         ctx: &RequestContext,
         p: DecideAccessParams,
     ) -> Result<DecideAccessResponse, ApiError> {
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
         // Boxed as `DeviceHandlers::device` boxes its lookup (docs/performance.md).
-        let (door, facility_tz) = Box::pin(devices::find_door(self.db(), ctx.tenant.gym_id, &p.device_id)).await?;
-        self.state.heartbeats.seen(self.db().orm(), door.gym_id, door.id);
+        let (door, facility_tz) = Box::pin(devices::find_door(&db, ctx.tenant.gym_id, &p.device_id)).await?;
+        self.state.heartbeats.seen(db.orm(), door.gym_id, door.id);
         let who = match (p.body.member_id, p.body.card) {
             (Some(id), None) => Who::Member(id),
             (None, Some(card)) => Who::Card(card),
@@ -63,8 +65,8 @@ impl DoorsApi for DeviceHandlers {
             }
         };
         let tz: Tz = facility_tz.and_then(|name| records::timezone(&name).ok()).unwrap_or(ctx.tenant.timezone);
-        let (decision, queued) = door::decide(self.db(), &door, tz, &who).await?;
-        crate::webhooks::wake_if(&self.state.webhooks, queued).await;
+        let (decision, queued) = door::decide(&db, &door, tz, &who).await?;
+        crate::webhooks::wake_if(&db, &self.state.webhooks, queued).await;
         let e = decision.entry;
         Ok(DecideAccessResponse::Ok(Json(AccessDecision {
             object: AccessDecisionObject::AccessDecision,
@@ -103,12 +105,14 @@ impl DoorsApi for DeviceHandlers {
         ctx: &RequestContext,
         p: AcknowledgeDoorCommandParams,
     ) -> Result<AcknowledgeDoorCommandResponse, ApiError> {
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
         let door = self.device(ctx, &p.device_id, Some(DeviceKind::Door)).await?;
         let outcome = match p.body.outcome {
             CommandOutcome::Executed => CommandState::Executed,
             CommandOutcome::Failed => CommandState::Failed,
         };
-        let c = bell::report(self.db(), &door, &p.command_id, outcome, p.body.detail.take()).await?;
+        let c = bell::report(&db, &door, &p.command_id, outcome, p.body.detail.take()).await?;
         Ok(AcknowledgeDoorCommandResponse::Ok(Json(command(c, now()))))
     }
 }

@@ -149,6 +149,8 @@ impl OrdersApi for DeviceHandlers {
     }
 
     async fn create_order(&self, ctx: &RequestContext, p: CreateOrderParams) -> Result<CreateOrderResponse, ApiError> {
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
         let b = p.body;
         let new = NewOrder {
             device_id: b.device_id.take(),
@@ -157,11 +159,11 @@ impl OrdersApi for DeviceHandlers {
             lines: b.lines.iter().map(|l| (l.product_id, l.quantity)).collect(),
         };
         if let Some(kiosk) = new.device_id {
-            self.state.heartbeats.seen(self.db().orm(), ctx.tenant.gym_id, kiosk);
+            self.state.heartbeats.seen(db.orm(), ctx.tenant.gym_id, kiosk);
         }
         let tenant = (ctx.tenant.gym_id, ctx.tenant.first_facility_id);
-        let (sale, queued) = sales::order(self.db(), &self.state.wakes, tenant, new).await?;
-        crate::webhooks::wake_if(&self.state.webhooks, queued).await;
+        let (sale, queued) = sales::order(&db, &self.state.wakes, tenant, new).await?;
+        crate::webhooks::wake_if(&db, &self.state.webhooks, queued).await;
         Ok(CreateOrderResponse::Created(Json(self.answer(ctx, &sale).await?)))
     }
 
@@ -175,14 +177,18 @@ impl OrdersApi for DeviceHandlers {
         ctx: &RequestContext,
         p: RetryPaymentParams,
     ) -> Result<RetryPaymentResponse, ApiError> {
-        let (sale, queued) = sales::retry(self.db(), &self.state.wakes, ctx.tenant.gym_id, &p.order_id).await?;
-        crate::webhooks::wake_if(&self.state.webhooks, queued).await;
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
+        let (sale, queued) = sales::retry(&db, &self.state.wakes, ctx.tenant.gym_id, &p.order_id).await?;
+        crate::webhooks::wake_if(&db, &self.state.webhooks, queued).await;
         Ok(RetryPaymentResponse::Ok(Json(self.answer(ctx, &sale).await?)))
     }
 
     async fn cancel_order(&self, ctx: &RequestContext, p: CancelOrderParams) -> Result<CancelOrderResponse, ApiError> {
-        let (sale, queued) = sales::cancel(self.db(), ctx.tenant.gym_id, &p.order_id).await?;
-        crate::webhooks::wake_if(&self.state.webhooks, queued).await;
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
+        let (sale, queued) = sales::cancel(&db, ctx.tenant.gym_id, &p.order_id).await?;
+        crate::webhooks::wake_if(&db, &self.state.webhooks, queued).await;
         Ok(CancelOrderResponse::Ok(Json(self.answer(ctx, &sale).await?)))
     }
 
@@ -191,7 +197,9 @@ impl OrdersApi for DeviceHandlers {
         ctx: &RequestContext,
         p: ReprintReceiptParams,
     ) -> Result<ReprintReceiptResponse, ApiError> {
-        let sale = sales::reprint(self.db(), &self.state.wakes, ctx.tenant.gym_id, &p.order_id).await?;
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
+        let sale = sales::reprint(&db, &self.state.wakes, ctx.tenant.gym_id, &p.order_id).await?;
         Ok(ReprintReceiptResponse::Ok(Json(self.answer(ctx, &sale).await?)))
     }
 }

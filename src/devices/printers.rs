@@ -47,6 +47,8 @@ impl PrintersApi for DeviceHandlers {
     }
 
     async fn report_print(&self, ctx: &RequestContext, p: ReportPrintParams) -> Result<ReportPrintResponse, ApiError> {
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
         let printer_device = self.device(ctx, &p.device_id, Some(DeviceKind::FiscalPrinter)).await?;
         let b = p.body;
         let report = match b.outcome {
@@ -60,7 +62,7 @@ impl PrintersApi for DeviceHandlers {
                 }
             },
         };
-        let job = printer::report(self.db(), &printer_device, &p.job_id, report).await?;
+        let job = printer::report(&db, &printer_device, &p.job_id, report).await?;
         Ok(ReportPrintResponse::Ok(Json(self.print_job(ctx, &job).await?)))
     }
 }

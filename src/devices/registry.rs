@@ -38,8 +38,10 @@ impl DevicesApi for DeviceHandlers {
         ctx: &RequestContext,
         p: RegisterDeviceParams,
     ) -> Result<RegisterDeviceResponse, ApiError> {
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
         let b = p.body;
-        let txn = begin_writing(self.db()).await?;
+        let txn = begin_writing(&db).await?;
         let d = devices::register(&txn, ctx.tenant.gym_id, b.kind.into(), &b.name, b.facility_id.take()).await?;
         txn.commit().await?;
         Ok(RegisterDeviceResponse::Created(Json(record(d, now()))))
@@ -56,9 +58,11 @@ impl DevicesApi for DeviceHandlers {
         ctx: &RequestContext,
         p: UpdateDeviceParams,
     ) -> Result<UpdateDeviceResponse, ApiError> {
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
         // The front desk changing a device: not the device's own request, so not its heartbeat.
         let b = p.body;
-        let txn = begin_writing(self.db()).await?;
+        let txn = begin_writing(&db).await?;
         let d = devices::find(&txn, ctx.tenant.gym_id, &p.device_id, None).await?;
         let change = devices::DeviceChange { name: b.name, facility_id: b.facility_id };
         let d = devices::apply(&txn, d, change).await?;
@@ -67,9 +71,11 @@ impl DevicesApi for DeviceHandlers {
     }
 
     async fn heartbeat(&self, ctx: &RequestContext, p: HeartbeatParams) -> Result<HeartbeatResponse, ApiError> {
-        let mut d = devices::find(self.db(), ctx.tenant.gym_id, &p.device_id, None).await?;
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
+        let mut d = devices::find(&db, ctx.tenant.gym_id, &p.device_id, None).await?;
         let at = now();
-        let txn = begin_writing(self.db()).await?;
+        let txn = begin_writing(&db).await?;
         devices::mark_seen(&txn, d.gym_id, d.id, at).await?;
         txn.commit().await?;
         if d.last_seen_at.is_none_or(|t| t < at - chrono::Duration::from_std(devices::SEEN_EVERY).unwrap_or_default()) {

@@ -39,13 +39,17 @@ impl RingsApi for DeviceHandlers {
     }
 
     async fn open_for_ring(&self, ctx: &RequestContext, p: OpenForRingParams) -> Result<OpenForRingResponse, ApiError> {
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
         let ttl = self.state.config.door_command_ttl;
-        let r = bell::open(self.db(), &self.state.wakes, gym(ctx), &p.ring_id, p.body.door_id, ttl).await?;
+        let r = bell::open(&db, &self.state.wakes, gym(ctx), &p.ring_id, p.body.door_id, ttl).await?;
         Ok(OpenForRingResponse::Ok(Json(record(r, now()))))
     }
 
     async fn dismiss_ring(&self, ctx: &RequestContext, p: DismissRingParams) -> Result<DismissRingResponse, ApiError> {
-        let r = bell::dismiss(self.db(), gym(ctx), &p.ring_id).await?;
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
+        let r = bell::dismiss(&db, gym(ctx), &p.ring_id).await?;
         Ok(DismissRingResponse::Ok(Json(record(r, now()))))
     }
 }

@@ -45,6 +45,8 @@ impl TerminalsApi for DeviceHandlers {
         ctx: &RequestContext,
         p: ReportPaymentParams,
     ) -> Result<ReportPaymentResponse, ApiError> {
+        // The keyed write's handle: what this handler writes commits with its response's record.
+        let db = ctx.db(self.db());
         let t = self.device(ctx, &p.device_id, Some(DeviceKind::CardTerminal)).await?;
         let b = p.body;
         let mut errors = FieldErrors::new();
@@ -68,8 +70,8 @@ impl TerminalsApi for DeviceHandlers {
             }
         };
         errors.into_result()?;
-        let (reported, queued) = terminal::report(self.db(), &self.state.wakes, &t, &p.job_id, report).await?;
-        crate::webhooks::wake_if(&self.state.webhooks, queued).await;
+        let (reported, queued) = terminal::report(&db, &self.state.wakes, &t, &p.job_id, report).await?;
+        crate::webhooks::wake_if(&db, &self.state.webhooks, queued).await;
         match reported {
             Reported::Held(job) => Ok(ReportPaymentResponse::Ok(Json(payment(&job, now())))),
             Reported::RefundDue(charge) => Err(ApiError::RefundRequired(terminal::refund_message(&charge))),

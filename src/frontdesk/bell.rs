@@ -45,9 +45,9 @@ pub fn door_topic(gym_id: Uuid, door_id: Uuid) -> String {
 
 /// Signals a topic once what was just written is committed (`db::after_commit`): a poll woken
 /// before would look, find nothing and wait on.
-async fn signal(wakes: &Arc<Wakes>, topic: String) {
+async fn signal(db: &Db, wakes: &Arc<Wakes>, topic: String) {
     let wakes = wakes.clone();
-    after_commit(async move { wakes.signal(&topic).await }).await;
+    after_commit(db, async move { wakes.signal(&topic).await }).await;
 }
 
 fn later(at: DateTime<Utc>, by: Duration) -> DateTime<Utc> {
@@ -96,7 +96,7 @@ pub async fn ring(
     .insert(&txn)
     .await?;
     txn.commit().await?;
-    signal(wakes, rings_topic(doorbell.gym_id)).await;
+    signal(db, wakes, rings_topic(doorbell.gym_id)).await;
     Ok(r)
 }
 
@@ -196,7 +196,7 @@ pub async fn open(
     .insert(&txn)
     .await?;
     txn.commit().await?;
-    signal(wakes, door_topic(gym_id, door.id)).await;
+    signal(db, wakes, door_topic(gym_id, door.id)).await;
     find_ring(db, gym_id, ring_id).await
 }
 

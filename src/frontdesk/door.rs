@@ -74,7 +74,7 @@ pub async fn decide(db: &Db, door: &device::Model, tz: Tz, who: &Who) -> Result<
     let decision = Decision { entry: entry(door, member.as_ref().map(|m| m.id), denial, at), denial };
     let (writes, queued) = writes(txn.get_database_backend(), &decision.entry, audience);
     // A write that fails is answered as any database error, deferred or not.
-    if let Some((writes, _)) = crate::db::defer_to_commit(writes, |e| async move { ApiError::from(e) }) {
+    if let Some((writes, _)) = crate::db::defer_to_commit(db, writes, |e| async move { ApiError::from(e) }) {
         writes.run(&txn).await?;
     }
     txn.commit().await?;

@@ -67,9 +67,9 @@ pub fn receipts_topic(gym_id: Uuid, facility_id: Uuid) -> String {
 }
 
 /// Signals `topic` once what was just written is committed.
-async fn signal(wakes: &Arc<Wakes>, topic: String) {
+async fn signal(db: &Db, wakes: &Arc<Wakes>, topic: String) {
     let wakes = wakes.clone();
-    after_commit(async move { wakes.signal(&topic).await }).await;
+    after_commit(db, async move { wakes.signal(&topic).await }).await;
 }
 
 /// Takes an order: checks it (every problem at once), prices its lines, and writes the sale, its
@@ -100,7 +100,7 @@ pub async fn order(
     writes.extend(purchases::count_statement(backend, gym_id, Change::Added(vec![PaymentStatus::Pending])));
     writes.run(&txn).await?;
     txn.commit().await?;
-    signal(wakes, payments_topic(gym_id, facility_id)).await;
+    signal(db, wakes, payments_topic(gym_id, facility_id)).await;
     Ok((sale, queued))
 }
 
@@ -424,7 +424,7 @@ pub async fn retry(db: &Db, wakes: &Arc<Wakes>, gym_id: Uuid, id: &str) -> Resul
     writes.run(&txn).await?;
     txn.commit().await?;
     sale.payments.push(job);
-    signal(wakes, payments_topic(gym_id, facility_id)).await;
+    signal(db, wakes, payments_topic(gym_id, facility_id)).await;
     Ok((sale, queued))
 }
 
@@ -509,7 +509,7 @@ pub async fn reprint(db: &Db, wakes: &Arc<Wakes>, gym_id: Uuid, id: &str) -> Res
     txn.commit().await?;
     sale.receipts.push(job);
     let facility_id = sale.purchase.facility_id.unwrap_or_default();
-    signal(wakes, receipts_topic(gym_id, facility_id)).await;
+    signal(db, wakes, receipts_topic(gym_id, facility_id)).await;
     Ok(sale)
 }
 

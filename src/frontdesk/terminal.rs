@@ -192,7 +192,7 @@ pub async fn report(
     if receipt {
         let topic = receipts_topic(gym_id, terminal.facility_id);
         let wakes = wakes.clone();
-        after_commit(async move { wakes.signal(&topic).await }).await;
+        after_commit(db, async move { wakes.signal(&topic).await }).await;
     }
     Ok((Reported::Held(job), queued))
 }

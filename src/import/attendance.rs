@@ -8,7 +8,7 @@ use entity::{
     attendance,
     states::{AttendanceKind, AttendanceStatus},
 };
-use sea_orm::{ActiveValue::Set, DatabaseConnection, DbErr};
+use sea_orm::{ActiveValue::Set, DbErr};
 use uuid::Uuid;
 
 use super::{
@@ -18,6 +18,7 @@ use super::{
     sql::{Legacy, insert_new, returned},
 };
 use crate::{
+    db::Db,
     errors::{ApiError, FieldErrors},
     openapi::{ImportAttendanceRow, ImportEntity, ImportResult},
     records::{new_id, now},
@@ -25,7 +26,7 @@ use crate::{
 
 /// Check-ins (`attendance`) and door events (`access_logs`).
 pub async fn attendance(
-    db: &DatabaseConnection,
+    db: &Db,
     gym_id: Uuid,
     entity: ImportEntity,
     rows: Vec<ImportAttendanceRow>,

@@ -5,13 +5,14 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ActiveModelTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, Statement};
+use sea_orm::{ActiveModelTrait, ConnectionTrait, DbErr, EntityTrait, Statement};
 use uuid::Uuid;
 
 use super::sql::{Legacy, add_counts, insert_new, lookup, returned};
 use crate::{
     accounts,
     counters::Counted,
+    db::Db,
     db::{is_unique_violation, placeholders},
     errors::{ApiError, FieldErrors},
     openapi::{ImportEntity, ImportResult, ImportResultObject},
@@ -156,12 +157,7 @@ const RUNS: usize = 4;
 /// outside `(gym_id, legacy_id)` (a concurrent request wrote the same member, or took an email,
 /// meanwhile) runs the batch again: its validation then sees those rows, skipping the same member
 /// and reporting another member's email as a 422.
-pub(super) async fn run<P, V, W, FV, FW>(
-    db: &DatabaseConnection,
-    batch: Batch,
-    validate: V,
-    write: W,
-) -> Result<ImportResult, ApiError>
+pub(super) async fn run<P, V, W, FV, FW>(db: &Db, batch: Batch, validate: V, write: W) -> Result<ImportResult, ApiError>
 where
     V: Fn() -> FV,
     FV: Future<Output = Result<(P, usize), ApiError>>,

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use entity::facility;
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr};
+use sea_orm::{ConnectionTrait, DbErr};
 use uuid::Uuid;
 
 use super::{
@@ -13,6 +13,7 @@ use super::{
     sql::{Legacy, insert_new, lookup},
 };
 use crate::{
+    db::Db,
     errors::{ApiError, FieldErrors},
     facilities::{self, FacilityError, NewFacility},
     openapi::{ImportEntity, ImportFacilityRow, ImportResult},
@@ -20,7 +21,7 @@ use crate::{
 };
 
 pub async fn facilities(
-    db: &DatabaseConnection,
+    db: &Db,
     gym_id: Uuid,
     rows: Vec<ImportFacilityRow>,
     dry_run: bool,

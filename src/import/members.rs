@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use entity::{member, states::MemberStatus};
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr};
+use sea_orm::{ConnectionTrait, DbErr};
 use uuid::Uuid;
 
 use super::{
@@ -15,6 +15,7 @@ use super::{
 };
 use crate::{
     accounts,
+    db::Db,
     errors::{ApiError, FieldErrors},
     members::{self, Change, NewMember, normalized_email},
     openapi::{ImportEntity, ImportMemberRow, ImportResult},
@@ -33,7 +34,7 @@ pub(super) async fn member_refs(
 }
 
 pub async fn members(
-    db: &DatabaseConnection,
+    db: &Db,
     gym_id: Uuid,
     rows: Vec<ImportMemberRow>,
     dry_run: bool,

@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use entity::member_membership;
-use sea_orm::{ActiveValue::Set, DatabaseConnection};
+use sea_orm::ActiveValue::Set;
 use uuid::Uuid;
 
 use super::{
@@ -13,13 +13,14 @@ use super::{
 };
 use crate::{
     counters,
+    db::Db,
     errors::{ApiError, FieldErrors},
     openapi::{ImportEntity, ImportMembershipRow, ImportResult, PlanKind},
     records::{new_id, now},
 };
 
 pub async fn memberships(
-    db: &DatabaseConnection,
+    db: &Db,
     gym_id: Uuid,
     rows: Vec<ImportMembershipRow>,
     dry_run: bool,

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use entity::{membership_plan, states::PlanStatus, subscription_plan};
-use sea_orm::{ActiveValue::Set, ConnectionTrait, DatabaseConnection, DbErr};
+use sea_orm::{ActiveValue::Set, ConnectionTrait, DbErr};
 use uuid::Uuid;
 
 use super::{
@@ -14,6 +14,7 @@ use super::{
 };
 use crate::{
     counters,
+    db::Db,
     errors::{ApiError, FieldErrors},
     openapi::{
         ImportEntity, ImportMembershipPlanRow, ImportPlanRow, ImportResult, ImportSubscriptionPlanRow, PlanKind,
@@ -31,12 +32,7 @@ fn legacy_id(r: &ImportPlanRow) -> &str {
     }
 }
 
-pub async fn plans(
-    db: &DatabaseConnection,
-    gym_id: Uuid,
-    rows: Vec<ImportPlanRow>,
-    dry_run: bool,
-) -> Result<ImportResult, ApiError> {
+pub async fn plans(db: &Db, gym_id: Uuid, rows: Vec<ImportPlanRow>, dry_run: bool) -> Result<ImportResult, ApiError> {
     let batch = Batch { gym_id, entity: ImportEntity::Plans, received: rows.len(), dry_run };
     let validate = || async {
         let mut errors = FieldErrors::new();

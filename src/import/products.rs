@@ -8,7 +8,7 @@ use entity::{
     product, purchase,
     states::{PaymentStatus, ProductStatus},
 };
-use sea_orm::{ActiveValue::Set, ConnectionTrait, DatabaseConnection, DbErr};
+use sea_orm::{ActiveValue::Set, ConnectionTrait, DbErr};
 use uuid::Uuid;
 
 use super::{
@@ -19,13 +19,14 @@ use super::{
 };
 use crate::{
     counters,
+    db::Db,
     errors::{ApiError, FieldErrors},
     openapi::{ImportEntity, ImportProductRow, ImportPurchaseRow, ImportResult},
     records::{new_id, now},
 };
 
 pub async fn products(
-    db: &DatabaseConnection,
+    db: &Db,
     gym_id: Uuid,
     rows: Vec<ImportProductRow>,
     dry_run: bool,
@@ -77,7 +78,7 @@ async fn product_refs(
 }
 
 pub async fn purchases(
-    db: &DatabaseConnection,
+    db: &Db,
     gym_id: Uuid,
     rows: Vec<ImportPurchaseRow>,
     dry_run: bool,

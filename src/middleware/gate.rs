@@ -283,10 +283,10 @@ async fn route<E: Endpoint>(
     if let (true, Some((prepared, state_of_key))) = (op.idempotent, begun.take()) {
         let Prepared { scope, key_digest, fingerprint } = prepared;
         let keyed = Keyed { scope, record: RecordKey { gym_id: tenant.gym_id, key_digest }, fingerprint };
-        req.extensions_mut().insert(RequestContext { tenant, base_url, path, accept });
+        req.extensions_mut().insert(RequestContext { tenant, base_url, path, accept, unit: None });
         return Box::pin(idempotent(next, req, state, &keyed, state_of_key)).await;
     }
-    req.extensions_mut().insert(RequestContext { tenant, base_url, path, accept });
+    req.extensions_mut().insert(RequestContext { tenant, base_url, path, accept, unit: None });
     match next.call(req).await {
         Ok(r) => r.into_response(),
         Err(e) => to_json_error(e),

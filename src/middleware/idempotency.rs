@@ -12,6 +12,7 @@ use sea_orm::ConnectionTrait;
 use sha2::{Digest, Sha256};
 
 use crate::{
+    context::RequestContext,
     db::{Outcome, Unit},
     errors::{ApiError, to_json_error},
     limits::{
@@ -85,10 +86,13 @@ pub(super) async fn idempotent<E: Endpoint>(
     }
 }
 
-/// Runs the handler in a unit and settles it.
-async fn run<E: Endpoint>(next: Arc<E>, req: Request, settle: Settle<'_>) -> Response {
+/// Runs the handler with a unit (its handle: `RequestContext::db`) and settles it.
+async fn run<E: Endpoint>(next: Arc<E>, mut req: Request, settle: Settle<'_>) -> Response {
     let unit = Unit::new();
-    let response = unit.scope(call(next, req)).await;
+    if let Some(ctx) = req.extensions_mut().get_mut::<RequestContext>() {
+        ctx.unit = Some(unit.clone());
+    }
+    let response = call(next, req).await;
     if kept(response.status()) { settle.keep(&unit, response).await } else { settle.refused(&unit, response).await }
 }
 

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::{
-    db::{Tally, Writes},
+    db::{Handle, Tally, Writes},
     records::{new_id, now, rfc3339},
 };
 
@@ -30,8 +30,8 @@ pub async fn emit(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType, dat
 /// Wakes the dispatcher for deliveries the caller just queued and committed: at once, or, inside a
 /// keyed write, once the write's transaction commits (a delivery is not looked for before it
 /// exists). A write that queued nothing does not wake it: each wake-up costs the dispatcher a query.
-pub async fn wake(dispatcher: &std::sync::Arc<tokio::sync::Notify>) {
-    wake_if(dispatcher, Queued::Known(true)).await;
+pub async fn wake(db: &impl Handle, dispatcher: &std::sync::Arc<tokio::sync::Notify>) {
+    wake_if(db, dispatcher, Queued::Known(true)).await;
 }
 
 /// Whether a write queued a delivery: known when it was written, or told by the database once
@@ -51,9 +51,9 @@ impl Queued {
 }
 
 /// [`wake`], if the write queued a delivery (asked once it has committed).
-pub async fn wake_if(dispatcher: &std::sync::Arc<tokio::sync::Notify>, queued: Queued) {
+pub async fn wake_if(db: &impl Handle, dispatcher: &std::sync::Arc<tokio::sync::Notify>, queued: Queued) {
     let dispatcher = dispatcher.clone();
-    crate::db::after_commit(async move {
+    crate::db::after_commit(db, async move {
         if queued.any() {
             dispatcher.notify_one();
         }
