@@ -1,77 +1,25 @@
-//! Rate limits (and, later, idempotent replays) kept in a `Store`: Redis in production, shared by
-//! every instance; in process in the embedded default.
+//! What the API's edge keeps between requests, in a `Store`: Redis in production, shared by every
+//! instance; in process in the embedded default (`memory.rs`, `redis_store.rs`). Each concern has
+//! its own file: rate limits (`rate.rs`), the key cache (the grants and refusals of this file),
+//! `Idempotency-Key`s (`idempotency.rs`, their records in the database in `records.rs`, replays
+//! kept in memory in `replays.rs`), sign-in backoff (`backoff.rs`).
 
+mod backoff;
+mod idempotency;
 mod memory;
+mod rate;
 pub mod records;
 mod redis_store;
 mod replays;
 
 use std::time::Duration;
 
+pub use backoff::{Attempt, Backoff};
+pub(crate) use idempotency::IdempotencyRecord;
+pub use idempotency::{IdempotencyAsk, IdempotencyState, StoredResponse};
 pub use memory::{LOCAL_GRANT_TTL, MemoryStore};
+pub use rate::{Budget, Decision, RatePolicy};
 pub use redis_store::RedisStore;
-
-/// A rate limit as a value, so that other endpoint families can have their own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RatePolicy {
-    /// Requests allowed in any rolling `window`.
-    pub limit: u32,
-    pub window: Duration,
-}
-
-impl RatePolicy {
-    pub fn per_minute(limit: u32) -> Self {
-        Self { limit, window: Duration::from_secs(60) }
-    }
-
-    /// The window in whole seconds (at least 1).
-    pub fn window_secs(&self) -> u64 {
-        self.window.as_secs().max(1)
-    }
-}
-
-/// Which of a key's two budgets a request counts against: the integration API's, or the device
-/// API's, counted apart (one key's device traffic never eats its integration budget).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Budget {
-    Integration,
-    Devices,
-}
-
-impl Budget {
-    /// What a budget's bucket adds to the key's fingerprint.
-    pub fn suffix(self) -> &'static str {
-        match self {
-            Self::Integration => "",
-            Self::Devices => ":devices",
-        }
-    }
-}
-
-/// The verdict for one request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Decision {
-    pub allowed: bool,
-    pub limit: u32,
-    /// Requests left in the window after this one.
-    pub remaining: u32,
-    /// Whole seconds until the oldest request counted leaves the window, and `remaining` grows
-    /// (at least 1).
-    pub reset_secs: u64,
-}
-
-impl Decision {
-    /// The verdict when the store cannot be asked: allowed. An unreachable limiter must not take
-    /// the API down with it.
-    pub fn fail_open(policy: RatePolicy) -> Self {
-        Self { allowed: true, limit: policy.limit, remaining: policy.limit, reset_secs: policy.window_secs() }
-    }
-
-    /// When refused: whole seconds until a request is allowed again (at least 1); else 0.
-    pub fn retry_after_secs(&self) -> u64 {
-        if self.allowed { 0 } else { self.reset_secs }
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -123,59 +71,6 @@ impl KeyRefusal {
     }
 }
 
-/// A keyed write's first step, taken in the round trip that admits its request (when the request
-/// is allowed): `Store::idempotency_begin` on `key` with `fingerprint`, for `lock`. The key must
-/// begin with the API key's fingerprint and a `:` (the store keeps both on one Redis Cluster slot).
-#[derive(Clone, Copy, Debug)]
-pub struct IdempotencyAsk<'a> {
-    pub key: &'a str,
-    pub fingerprint: &'a str,
-    pub lock: Duration,
-}
-
-/// A response kept for replay: what the client saw, byte for byte.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct StoredResponse {
-    pub status: u16,
-    pub content_type: Option<String>,
-    #[serde(with = "base64_bytes")]
-    pub body: Vec<u8>,
-}
-
-mod base64_bytes {
-    use base64::{Engine as _, engine::general_purpose::STANDARD};
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&STANDARD.encode(bytes))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        let text = String::deserialize(d)?;
-        STANDARD.decode(text).map_err(serde::de::Error::custom)
-    }
-}
-
-/// What an `Idempotency-Key` already stands for.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum IdempotencyState {
-    /// Unknown key: it is now reserved for this request, which must `complete` or `abort` it.
-    Started,
-    /// A request with this key and fingerprint is still running.
-    Running,
-    /// The key was used with another method, path or body.
-    Mismatch,
-    /// The first response, to be sent again.
-    Replay(StoredResponse),
-}
-
-/// The record kept under an idempotency key.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-pub(crate) struct IdempotencyRecord {
-    pub fingerprint: String,
-    pub response: Option<StoredResponse>,
-}
-
 /// How long a resolved key may be answered from the key cache (Redis) at most. Revoking or rolling
 /// a key, and changing its gym, drop the key's grant at once (`forget_grants`); this bounds only
 /// what a change made behind gymapi's back (SQL by hand), or one made while Redis could not be
@@ -187,51 +82,6 @@ pub const GRANT_TTL: Duration = Duration::from_secs(60);
 /// this time, not one per request. Changes made through gymapi drop the refusal at once
 /// (`forget_grants`); this bounds only one made behind its back (the CLI, on the embedded default).
 pub const REFUSAL_TTL: Duration = Duration::from_secs(30);
-
-/// What to do with a bucket of failed attempts (`Store::attempts`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Attempt {
-    /// One attempt, counted as a failure before its outcome is known, in one step of the store: so
-    /// any number of attempts at once are let through only as far as the free ones go. Answers the
-    /// wait due; an attempt refused so (a wait above zero) is not counted.
-    Begin,
-    /// Takes back one counted attempt (it succeeded).
-    Undo,
-    /// Forget the failures (a success).
-    Clear,
-}
-
-impl Attempt {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Begin => "begin",
-            Self::Undo => "undo",
-            Self::Clear => "clear",
-        }
-    }
-}
-
-/// Failed attempts spaced out instead of locked out: the first `free` come at once; after them
-/// each must wait `base * 2^(failures - free)`, at most `max`, from the previous failure. The
-/// failures are forgotten `window` after the last one.
-#[derive(Clone, Copy, Debug)]
-pub struct Backoff {
-    pub free: u32,
-    pub base: Duration,
-    pub max: Duration,
-    pub window: Duration,
-}
-
-impl Backoff {
-    /// The wait after `failures` failures, from the last one.
-    pub fn delay(&self, failures: u32) -> Duration {
-        if failures < self.free {
-            return Duration::ZERO;
-        }
-        let doublings = (failures - self.free).min(30);
-        self.base.saturating_mul(1 << doublings).min(self.max)
-    }
-}
 
 /// Where limits and idempotency records live.
 #[async_trait::async_trait]
