@@ -1,7 +1,7 @@
 //! Generates the poem-openapi layer of the service from its documents, the contract: `openapi.yaml`
 //! (the integration API) into `$OUT_DIR/api.rs`, included by `src/openapi/mod.rs`, and
 //! `openapi-devices.yaml` (the device API) into `$OUT_DIR/devices_api.rs`, included by
-//! `src/openapi/devices.rs`, with the `codegen` crate of this workspace. Anything in a document the
+//! `src/openapi/device_api.rs`, with the `codegen` crate of this workspace. Anything in a document the
 //! generator does not understand stops the build, naming the spot. `cargo run -q --example generated`
 //! prints what was generated. Each document's OpenAPI 3.1 copy (`codegen::openapi_3_1`) is written
 //! beside them (`$OUT_DIR/openapi-3.1.yaml`, `$OUT_DIR/openapi-devices-3.1.yaml`) for

@@ -8,7 +8,7 @@ use poem_openapi::OpenApiService;
 use crate::{
     api::Handlers,
     contract::{API_BASE, DEVICES_BASE, Family, Rules},
-    devices::DeviceHandlers,
+    device_api::DeviceHandlers,
     errors::ApiError,
     health, middleware, openapi,
     state::AppState,
@@ -20,8 +20,8 @@ pub fn openapi_service(state: &AppState) -> OpenApiService<openapi::Api<Handlers
 }
 
 /// The poem-openapi service generated from openapi-devices.yaml, with the device handlers.
-pub fn devices_service(state: &AppState) -> OpenApiService<openapi::devices::Api<DeviceHandlers>, ()> {
-    OpenApiService::new(openapi::devices::Api(DeviceHandlers::new(state.clone())), "gymapi devices", "1.0.0")
+pub fn devices_service(state: &AppState) -> OpenApiService<openapi::device_api::Api<DeviceHandlers>, ()> {
+    OpenApiService::new(openapi::device_api::Api(DeviceHandlers::new(state.clone())), "gymapi devices", "1.0.0")
         .server(DEVICES_BASE)
 }
 

@@ -18,7 +18,7 @@ pub mod contract;
 pub mod counters;
 pub mod db;
 pub mod demo;
-pub mod devices;
+pub mod device_api;
 pub mod errors;
 pub mod facilities;
 pub mod frontdesk;

@@ -113,8 +113,8 @@ envelopes! {
 /// The device API's lists: the same envelope, in that document's types.
 macro_rules! device_envelopes {
     ($($list:ident of $item:ident),+ $(,)?) => {$(
-        impl Envelope for openapi::devices::$list {
-            type Item = openapi::devices::$item;
+        impl Envelope for openapi::device_api::$list {
+            type Item = openapi::device_api::$item;
 
             fn from_parts(data: Vec<Self::Item>, links: PaginationLinks, meta: PaginationMeta) -> Self {
                 Self { data, links: links.into(), meta: meta.into() }

@@ -49,7 +49,7 @@ macro_rules! same_values {
 }
 
 // Declared after the macro, which it uses too.
-pub mod devices;
+pub mod device_api;
 
 same_values! {
     MemberStatus <=> MemberStatus { Active, Inactive }

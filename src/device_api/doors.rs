@@ -11,7 +11,7 @@ use crate::{
         bell, devices,
         door::{self, Denial, Who},
     },
-    openapi::devices::*,
+    openapi::device_api::*,
     records::{self, now},
     types::wire::Json,
 };

@@ -4,7 +4,7 @@ use entity::states::DeviceKind;
 
 use super::{DeviceHandlers, rings::record};
 use crate::{
-    context::RequestContext, errors::ApiError, frontdesk::bell, openapi::devices::*, records::now, types::wire::Json,
+    context::RequestContext, errors::ApiError, frontdesk::bell, openapi::device_api::*, records::now, types::wire::Json,
 };
 
 impl DoorbellsApi for DeviceHandlers {

@@ -10,7 +10,7 @@ use crate::{
         sales::payments_topic,
         terminal::{self, Report, Reported},
     },
-    openapi::devices::*,
+    openapi::device_api::*,
     records::now,
     types::wire::Json,
 };

@@ -15,7 +15,7 @@ use crate::{
         terminal,
     },
     listing::{Envelope, list_page, listing},
-    openapi::devices::*,
+    openapi::device_api::*,
     pagination::Page,
     records::now,
     types::wire::Json,

@@ -10,7 +10,7 @@ use crate::{
         printer::{self, Report},
         sales::{self, receipts_topic},
     },
-    openapi::devices::*,
+    openapi::device_api::*,
     types::wire::Json,
 };
 

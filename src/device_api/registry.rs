@@ -10,7 +10,7 @@ use crate::{
     errors::ApiError,
     frontdesk::devices,
     listing::{Envelope, list_page, listing},
-    openapi::devices::*,
+    openapi::device_api::*,
     pagination::Page,
     records::now,
     types::wire::Json,

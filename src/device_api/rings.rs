@@ -2,7 +2,7 @@
 
 use super::{DeviceHandlers, gym, wait};
 use crate::{
-    context::RequestContext, errors::ApiError, frontdesk::bell, openapi::devices::*, records::now, types::wire::Json,
+    context::RequestContext, errors::ApiError, frontdesk::bell, openapi::device_api::*, records::now, types::wire::Json,
 };
 
 /// A ring as the API returns it, its state as it reads at `at`.

@@ -1,5 +1,5 @@
 //! The handlers of the device API, one file per tag of `openapi-devices.yaml`. Each implements the
-//! trait `build.rs` generated for its tag (`openapi::devices`); the gate checks the key, the plan's
+//! trait `build.rs` generated for its tag (`openapi::device_api`); the gate checks the key, the plan's
 //! device features and the device budget before them, and the domain is `crate::frontdesk`.
 
 mod document;
@@ -16,7 +16,9 @@ use entity::{device, states::DeviceKind};
 use sea_orm::EntityTrait;
 use uuid::Uuid;
 
-use crate::{context::RequestContext, errors::ApiError, frontdesk::devices, openapi::devices as doc, state::AppState};
+use crate::{
+    context::RequestContext, errors::ApiError, frontdesk::devices, openapi::device_api as doc, state::AppState,
+};
 
 /// Implements every handler trait of the generated device `Api`.
 #[derive(Clone)]

@@ -1,7 +1,7 @@
 //! `Document`: openapi-devices.yaml, served by the API it describes, and its OpenAPI 3.1 copy.
 
 use super::DeviceHandlers;
-use crate::openapi::devices::*;
+use crate::openapi::device_api::*;
 use crate::{context::RequestContext, contract::Family, errors::ApiError, types::Yaml};
 
 impl DocumentApi for DeviceHandlers {
