@@ -5,7 +5,6 @@
 mod device;
 mod facility;
 mod gym;
-mod import;
 mod key;
 mod serve;
 mod user;
@@ -75,7 +74,7 @@ enum Command {
     #[command(subcommand)]
     User(user::UserCommand),
     /// Import a CSV or JSON Lines file through the API, in batches; run it again to resume.
-    Import(Box<import::ImportArgs>),
+    Import(Box<gymapi_import::ImportArgs>),
     /// Send webhook deliveries (beside `serve` instances started with GYMAPI_WEBHOOK_DISPATCH=0).
     Worker,
     /// Webhook endpoints of a gym or its sandbox.
@@ -199,7 +198,9 @@ fn opt_time(t: Option<DateTime<Utc>>) -> serde_json::Value {
 
 async fn run(command: Command, mut config: Config) -> Result<(), Failure> {
     match command {
-        Command::Import(a) => import::run(*a).await,
+        Command::Import(a) => {
+            gymapi_import::run(*a).await.map_err(|f| Failure { message: f.message, bad_input: f.bad_input })
+        }
         Command::Webhook(c) => webhook::run(c, &config).await,
         Command::Device(c) => device::run(c, &config).await,
         Command::Facility(c) => facility::run(c, &config).await,

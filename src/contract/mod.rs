@@ -18,17 +18,7 @@ use messages::describe;
 pub use schema::to_json_schema;
 use schema::{Compiled, SchemaSet};
 
-/// The contract, embedded in the binary.
-pub const DOCUMENT: &str = include_str!("../../openapi.yaml");
-
-/// Where the document's operations are served (its `servers` entry).
-pub const API_BASE: &str = "/api/v1";
-
-/// The device API's contract, embedded in the binary.
-pub const DEVICES_DOCUMENT: &str = include_str!("../../openapi-devices.yaml");
-
-/// Where the device API's operations are served.
-pub const DEVICES_BASE: &str = "/api/v1/devices";
+pub use gymapi_contract::{API_BASE, DEVICES_BASE, DEVICES_DOCUMENT, DOCUMENT, MAX_BODY_BYTES};
 
 /// The two APIs, each served from its own document under its own base.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,9 +69,6 @@ pub trait Rules: Send + Sync {
         refused: &'a FieldErrors,
     ) -> futures_util::future::BoxFuture<'a, FieldErrors>;
 }
-
-/// Largest request body accepted (an import batch of 500 rows is far below it).
-pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParamLocation {

@@ -204,7 +204,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::cli::import::schema::row_fields;
+    use crate::schema::row_fields;
 
     #[test]
     fn columns_are_typed_by_the_row_schema() {

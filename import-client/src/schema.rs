@@ -129,7 +129,7 @@ fn properties(doc: &Value, schema: &Value) -> Fields {
 
 /// The fields of one row of `POST /import/{entity}`.
 pub(super) fn row_fields(entity: Entity) -> Result<Fields, ClientError> {
-    let doc: Value = serde_yaml_ng::from_str(crate::contract::DOCUMENT)
+    let doc: Value = serde_yaml_ng::from_str(gymapi_contract::DOCUMENT)
         .map_err(|e| ClientError::Service(format!("the embedded openapi.yaml does not parse: {e}")))?;
     let op = &doc["paths"][format!("/import/{}", entity.name())]["post"];
     let request = resolve(&doc, &op["requestBody"]["content"]["application/json"]["schema"]);

@@ -358,7 +358,7 @@ async fn plan(opts: &Options, client: &reqwest::Client, table: &Table) -> Result
 
 /// The JSON a batch's rows may take: three quarters of the server's largest body, the rest left to
 /// the envelope and to escaping.
-const BATCH_BYTES: usize = crate::contract::MAX_BODY_BYTES / 4 * 3;
+const BATCH_BYTES: usize = gymapi_contract::MAX_BODY_BYTES / 4 * 3;
 /// The refused rows one batch may hold before it is sent (they wait for it, into the rejects file).
 const REFUSED_BYTES: usize = 16 * 1024 * 1024;
 

@@ -1,6 +1,9 @@
 //! `gymapi import`: reads the files an old system exports ([`source`]), turns their rows into the
 //! rows of `POST /import/{entity}` ([`mapping`], [`plan`], [`cell`]) and sends them ([`client`]);
 //! `gymapi import inspect` shows what it would send ([`inspect`]); `--dir` imports a whole gym.
+//!
+//! A client of the API like any other: it knows the server only through its document
+//! (`gymapi-contract`), and the `gymapi` command runs it as `gymapi import`.
 
 mod caps;
 mod cell;
@@ -18,12 +21,31 @@ use std::{path::PathBuf, sync::Arc};
 
 use clap::{Args, Subcommand};
 
-use super::{Failure, bad_input, print};
 use schema::Entity;
+
+/// Why `gymapi import` stopped: the message, and whether the input was wrong (exit 2) rather than
+/// the service failing (exit 1).
+#[derive(Debug)]
+pub struct Failure {
+    pub message: String,
+    pub bad_input: bool,
+}
+
+fn bad_input(message: impl Into<String>) -> Failure {
+    Failure { message: message.into(), bad_input: true }
+}
+
+/// `value` with `--json`, else the sentence `human` makes, on standard output; a reader that
+/// stops early (`| head`) loses the rest and nothing fails.
+fn print(json_out: bool, value: serde_json::Value, human: impl FnOnce() -> String) {
+    use std::io::Write as _;
+    let text = if json_out { value.to_string() } else { human() };
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
+}
 
 /// Why a run stopped.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum ClientError {
+pub(crate) enum ClientError {
     /// The file, the options or the rows are wrong (exit 2): nothing more is sent.
     #[error("{0}")]
     BadInput(String),
@@ -43,7 +65,7 @@ impl From<ClientError> for Failure {
 
 /// How files are read and mapped; shared by the import and `inspect`.
 #[derive(Args, Debug, Clone)]
-pub(super) struct ReadArgs {
+pub(crate) struct ReadArgs {
     /// plans, members, memberships, attendance, access_logs, products or purchases (default: the
     /// file's name, e.g. members.csv, or the mapping file's only kind).
     #[arg(long)]
@@ -67,7 +89,7 @@ pub(super) struct ReadArgs {
 
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
-pub(super) struct ImportArgs {
+pub struct ImportArgs {
     #[command(subcommand)]
     command: Option<ImportCommand>,
     /// The server (`/api/v1` is added unless the URL ends with it).
@@ -180,7 +202,7 @@ impl Reading {
     }
 }
 
-pub(super) async fn run(a: ImportArgs) -> Result<(), Failure> {
+pub async fn run(a: ImportArgs) -> Result<(), Failure> {
     if let Some(ImportCommand::Inspect(i)) = a.command {
         return inspect::run(i).map_err(Failure::from);
     }
