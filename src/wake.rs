@@ -141,6 +141,14 @@ impl Wakes {
         Waiting { notified }
     }
 
+    /// [`Self::signal`] once what was just written through `db` is committed (`db::after_commit`):
+    /// at once, or after a keyed write's commit. A poll woken before would look, find nothing and
+    /// wait on.
+    pub async fn signal_after_commit(self: &Arc<Self>, db: &impl crate::db::Handle, topic: String) {
+        let wakes = self.clone();
+        crate::db::after_commit(db, async move { wakes.signal(&topic).await }).await;
+    }
+
     /// Wakes every wait on `topic`, here and on the other servers. While Redis's breaker is open
     /// the other servers are not told (their waiters look again when their wait runs out, or when
     /// their subscription is back), and the writer does not wait for Redis.

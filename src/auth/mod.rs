@@ -1,5 +1,5 @@
 //! How a key becomes the tenant a request acts on: from the key cache, or in one query shared by
-//! the requests that miss it together; what a refused key answers. The key as text is [`key`].
+//! the requests that miss it together; what a refused key answers. The key as text is `key.rs`.
 
 use chrono::{DateTime, Utc};
 use entity::states::SubscriptionStatus;

@@ -18,7 +18,7 @@ use sea_orm::{
 use uuid::Uuid;
 
 use crate::{
-    db::{Db, KEY_IN_FORCE, after_commit, begin_writing, claimed, placeholders},
+    db::{Db, KEY_IN_FORCE, begin_writing, claimed, placeholders},
     errors::ApiError,
     records::{new_id, now},
     wake::Wakes,
@@ -41,13 +41,6 @@ pub fn rings_topic(gym_id: Uuid) -> String {
 /// The topic of a door's commands.
 pub fn door_topic(gym_id: Uuid, door_id: Uuid) -> String {
     format!("door:{gym_id}:{door_id}")
-}
-
-/// Signals a topic once what was just written is committed (`db::after_commit`): a poll woken
-/// before would look, find nothing and wait on.
-async fn signal(db: &Db, wakes: &Arc<Wakes>, topic: String) {
-    let wakes = wakes.clone();
-    after_commit(db, async move { wakes.signal(&topic).await }).await;
 }
 
 fn later(at: DateTime<Utc>, by: Duration) -> DateTime<Utc> {
@@ -96,7 +89,7 @@ pub async fn ring(
     .insert(&txn)
     .await?;
     txn.commit().await?;
-    signal(db, wakes, rings_topic(doorbell.gym_id)).await;
+    wakes.signal_after_commit(db, rings_topic(doorbell.gym_id)).await;
     Ok(r)
 }
 
@@ -196,7 +189,7 @@ pub async fn open(
     .insert(&txn)
     .await?;
     txn.commit().await?;
-    signal(db, wakes, door_topic(gym_id, door.id)).await;
+    wakes.signal_after_commit(db, door_topic(gym_id, door.id)).await;
     find_ring(db, gym_id, ring_id).await
 }
 

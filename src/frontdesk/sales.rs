@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use super::printer;
 use crate::{
-    db::{Db, Writes, after_commit, begin_writing, for_update, placeholders},
+    db::{Db, Writes, begin_writing, for_update, placeholders},
     errors::{ApiError, FieldErrors},
     openapi::Purchase,
     purchases::{self, Change},
@@ -66,12 +66,6 @@ pub fn receipts_topic(gym_id: Uuid, facility_id: Uuid) -> String {
     format!("receipts:{gym_id}:{facility_id}")
 }
 
-/// Signals `topic` once what was just written is committed.
-async fn signal(db: &Db, wakes: &Arc<Wakes>, topic: String) {
-    let wakes = wakes.clone();
-    after_commit(db, async move { wakes.signal(&topic).await }).await;
-}
-
 /// Takes an order: checks it (every problem at once), prices its lines, and writes the sale, its
 /// items, its payment job, the counters and `purchase.created` in one transaction. Returns the
 /// sale and whether a webhook delivery was queued.
@@ -100,7 +94,7 @@ pub async fn order(
     writes.extend(purchases::count_statement(backend, gym_id, Change::Added(vec![PaymentStatus::Pending])));
     writes.run(&txn).await?;
     txn.commit().await?;
-    signal(db, wakes, payments_topic(gym_id, facility_id)).await;
+    wakes.signal_after_commit(db, payments_topic(gym_id, facility_id)).await;
     Ok((sale, queued))
 }
 
@@ -424,7 +418,7 @@ pub async fn retry(db: &Db, wakes: &Arc<Wakes>, gym_id: Uuid, id: &str) -> Resul
     writes.run(&txn).await?;
     txn.commit().await?;
     sale.payments.push(job);
-    signal(db, wakes, payments_topic(gym_id, facility_id)).await;
+    wakes.signal_after_commit(db, payments_topic(gym_id, facility_id)).await;
     Ok((sale, queued))
 }
 
@@ -509,7 +503,7 @@ pub async fn reprint(db: &Db, wakes: &Arc<Wakes>, gym_id: Uuid, id: &str) -> Res
     txn.commit().await?;
     sale.receipts.push(job);
     let facility_id = sale.purchase.facility_id.unwrap_or_default();
-    signal(db, wakes, receipts_topic(gym_id, facility_id)).await;
+    wakes.signal_after_commit(db, receipts_topic(gym_id, facility_id)).await;
     Ok(sale)
 }
 

@@ -18,7 +18,7 @@ use super::{
     sales::{self, receipts_topic},
 };
 use crate::{
-    db::{DEVICE_FACILITY, Db, KEY_IN_FORCE, Writes, after_commit, begin_writing, claimed, for_update, placeholders},
+    db::{DEVICE_FACILITY, Db, KEY_IN_FORCE, Writes, begin_writing, claimed, for_update, placeholders},
     errors::ApiError,
     records::now,
     wake::Wakes,
@@ -190,9 +190,7 @@ pub async fn report(
     let (job, receipt, queued) = settle(&txn, &mut sale, job, (&report, heading, audience)).await?;
     txn.commit().await?;
     if receipt {
-        let topic = receipts_topic(gym_id, terminal.facility_id);
-        let wakes = wakes.clone();
-        after_commit(db, async move { wakes.signal(&topic).await }).await;
+        wakes.signal_after_commit(db, receipts_topic(gym_id, terminal.facility_id)).await;
     }
     Ok((Reported::Held(job), queued))
 }

@@ -13,13 +13,9 @@ use crate::errors::FieldErrors;
 /// poem-openapi's own parse failures as the device API's 422 body (see [`super`]).
 pub fn validation_error_from_parse(err: &poem::Error) -> ValidationError {
     let errors = FieldErrors::from_parse(err);
-    let error = ErrorDetail { r#type: ErrorType::ValidationFailed, message: errors.summary() };
-    ValidationError {
-        r#type: ValidationErrorType::ValidationFailed,
-        message: errors.summary(),
-        errors: errors.0,
-        error,
-    }
+    let message = errors.summary();
+    let error = ErrorDetail { r#type: ErrorType::ValidationFailed, message: message.clone() };
+    ValidationError { r#type: ValidationErrorType::ValidationFailed, message, errors: errors.0, error }
 }
 
 /// The list envelope's parts are the integration API's, field for field.
