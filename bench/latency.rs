@@ -19,7 +19,7 @@ use std::{
 };
 
 use gymapi::limits::{
-    Admission, Budget, Decision, IdempotencyAsk, IdempotencyState, RatePolicy, Store, StoreError, StoredResponse,
+    Admission, Decision, IdempotencyAsk, IdempotencyState, Quota, RatePolicy, Store, StoreError, StoredResponse,
 };
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
 use support::{database, ms, percentile, serve, throughput};
@@ -32,20 +32,14 @@ impl Store for NoStore {
     async fn hit(&self, _: &str, policy: RatePolicy) -> Result<Decision, StoreError> {
         Ok(Decision::fail_open(policy))
     }
-    async fn admit(
-        &self,
-        _: &str,
-        _: Budget,
-        _: RatePolicy,
-        _: Option<IdempotencyAsk<'_>>,
-    ) -> Result<Admission, StoreError> {
+    async fn admit(&self, _: &str, _: Quota, _: Option<IdempotencyAsk<'_>>) -> Result<Admission, StoreError> {
         Ok(Admission::Unknown)
     }
     async fn admit_resolved(
         &self,
         _: &str,
         _: Option<(&str, Duration)>,
-        (_, policy): (Budget, RatePolicy),
+        Quota { policy, .. }: Quota,
         ask: Option<IdempotencyAsk<'_>>,
     ) -> Result<(Decision, Option<IdempotencyState>), StoreError> {
         Ok((Decision::fail_open(policy), ask.map(|_| IdempotencyState::Started)))

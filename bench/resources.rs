@@ -14,6 +14,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use entity::ids::GymId;
 use gymapi::{
     accounts::{self, Actor},
     config::Config,
@@ -35,7 +36,14 @@ async fn exec(db: &DatabaseConnection, sql: &str) {
 }
 
 /// Fills a gym with `members` members and proportional activity, set-based in SQL.
-async fn seed_gym(db: &DatabaseConnection, gym: Uuid, members: i64, attendance: i64, purchases: i64, memberships: i64) {
+async fn seed_gym(
+    db: &DatabaseConnection,
+    gym: GymId,
+    members: i64,
+    attendance: i64,
+    purchases: i64,
+    memberships: i64,
+) {
     let facility = accounts::first_facility(db, gym).await.unwrap().unwrap().id;
     exec(db, &format!(
         "INSERT INTO members (id, gym_id, facility_id, first_name, last_name, email, email_normalized, phone, gender, date_of_birth, \
@@ -204,8 +212,8 @@ async fn main() {
 /// gym `small`), for `member` over `(month_ago, today)`.
 async fn plans(
     db: &DatabaseConnection,
-    g: Uuid,
-    small: Uuid,
+    g: GymId,
+    small: GymId,
     member: &str,
     (month_ago, today): (chrono::NaiveDate, chrono::NaiveDate),
 ) {

@@ -6,6 +6,7 @@ use argon2::{
     password_hash::{SaltString, rand_core::OsRng},
 };
 use chrono::{DateTime, Utc};
+use entity::ids::GymId;
 use entity::{
     api_key, facility, gym,
     states::{Role, SubscriptionStatus},
@@ -92,7 +93,7 @@ pub enum Actor {
 impl Actor {
     /// The one place where permissions are enforced: owners have every permission, employees only
     /// those granted to them, and a user acts only on their own gym.
-    pub fn require(&self, permission: Permission, gym_id: Uuid) -> Result<()> {
+    pub fn require(&self, permission: Permission, gym_id: GymId) -> Result<()> {
         match self {
             Self::Operator => Ok(()),
             Self::User(u) if u.gym_id != gym_id => Err(AccountError::NotFound("gym")),
@@ -102,7 +103,7 @@ impl Actor {
     }
 
     /// Viewing a gym's settings: every user of the gym may (acting needs [`Actor::require`]).
-    pub fn require_view(&self, gym_id: Uuid) -> Result<()> {
+    pub fn require_view(&self, gym_id: GymId) -> Result<()> {
         match self {
             Self::User(u) if u.gym_id != gym_id => Err(AccountError::NotFound("gym")),
             _ => Ok(()),
@@ -136,11 +137,11 @@ async fn insert_gym(
     name: &str,
     timezone: &str,
     api_access: bool,
-    parent: Option<Uuid>,
+    parent: Option<GymId>,
 ) -> Result<gym::Model> {
     let at = now();
     let gym = gym::ActiveModel {
-        id: Set(new_id()),
+        id: Set(GymId::generate()),
         name: Set(name.to_string()),
         timezone: Set(timezone.to_string()),
         parent_gym_id: Set(parent),
@@ -158,11 +159,11 @@ async fn insert_gym(
     Ok(gym)
 }
 
-pub async fn find_gym(db: &impl ConnectionTrait, id: Uuid) -> Result<gym::Model> {
+pub async fn find_gym(db: &impl ConnectionTrait, id: GymId) -> Result<gym::Model> {
     gym::Entity::find_by_id(id).one(db).await?.ok_or(AccountError::NotFound("gym"))
 }
 
-async fn production_gym(db: &impl ConnectionTrait, id: Uuid) -> Result<gym::Model> {
+async fn production_gym(db: &impl ConnectionTrait, id: GymId) -> Result<gym::Model> {
     let gym = find_gym(db, id).await?;
     if gym.parent_gym_id.is_some() {
         return Err(AccountError::IsSandbox);
@@ -181,7 +182,12 @@ pub struct GymUpdate {
 }
 
 /// Changes a gym; its keys' cached grants are dropped, so the change holds from the next request.
-pub async fn update_gym(db: &DatabaseConnection, store: &dyn Store, id: Uuid, update: GymUpdate) -> Result<gym::Model> {
+pub async fn update_gym(
+    db: &DatabaseConnection,
+    store: &dyn Store,
+    id: GymId,
+    update: GymUpdate,
+) -> Result<gym::Model> {
     let gym = production_gym(db, id).await?;
     let mut m: gym::ActiveModel = gym.into();
     if let Some(v) = update.api_access {
@@ -208,7 +214,7 @@ pub async fn update_gym(db: &DatabaseConnection, store: &dyn Store, id: Uuid, up
 
 /// Drops the cached grants of the gym's keys (its sandbox's included): what a grant holds of the
 /// gym is read again on the next request.
-async fn forget_grants(db: &impl ConnectionTrait, store: &dyn Store, gym_id: Uuid) -> Result<()> {
+async fn forget_grants(db: &impl ConnectionTrait, store: &dyn Store, gym_id: GymId) -> Result<()> {
     let keys: Vec<String> = api_key::Entity::find()
         .select_only()
         .column(api_key::Column::Fingerprint)
@@ -223,7 +229,7 @@ async fn forget_grants(db: &impl ConnectionTrait, store: &dyn Store, gym_id: Uui
 
 /// The gym whose facilities the actor manages from `owner`'s settings or the CLI: the gym, or
 /// with `sandbox` its sandbox (which must exist).
-pub async fn facilities_gym(db: &impl ConnectionTrait, actor: &Actor, owner: Uuid, sandbox: bool) -> Result<Uuid> {
+pub async fn facilities_gym(db: &impl ConnectionTrait, actor: &Actor, owner: GymId, sandbox: bool) -> Result<GymId> {
     actor.require(Permission::SettingsManage, owner)?;
     let gym = production_gym(db, owner).await?;
     if !sandbox {
@@ -234,7 +240,7 @@ pub async fn facilities_gym(db: &impl ConnectionTrait, actor: &Actor, owner: Uui
 
 /// The facility `id` the actor may manage, and the gym whose settings hold it (for a facility of a
 /// sandbox, its parent).
-pub async fn managed_facility(db: &DatabaseConnection, actor: &Actor, id: Uuid) -> Result<(Uuid, facility::Model)> {
+pub async fn managed_facility(db: &DatabaseConnection, actor: &Actor, id: Uuid) -> Result<(GymId, facility::Model)> {
     match actor {
         Actor::User(u) => {
             actor.require(Permission::SettingsManage, u.gym_id)?;
@@ -256,7 +262,7 @@ pub async fn archive_facility(
     db: &DatabaseConnection,
     store: &dyn Store,
     actor: &Actor,
-    (owner, id): (Uuid, Uuid),
+    (owner, id): (GymId, Uuid),
     move_to: Option<Uuid>,
 ) -> Result<facilities::Archived> {
     actor.require(Permission::SettingsManage, owner)?;
@@ -267,12 +273,12 @@ pub async fn archive_facility(
 }
 
 /// The sandbox of a gym, if it has one.
-pub async fn sandbox_of(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<Option<gym::Model>> {
+pub async fn sandbox_of(db: &impl ConnectionTrait, gym_id: GymId) -> Result<Option<gym::Model>> {
     Ok(gym::Entity::find().filter(gym::Column::ParentGymId.eq(gym_id)).one(db).await?)
 }
 
 /// Provisions the gym's sandbox: "<gym name> (Sandbox)", one facility, empty, following the gym's plan.
-pub async fn provision_sandbox(db: &DatabaseConnection, actor: &Actor, gym_id: Uuid) -> Result<gym::Model> {
+pub async fn provision_sandbox(db: &DatabaseConnection, actor: &Actor, gym_id: GymId) -> Result<gym::Model> {
     actor.require(Permission::SettingsManage, gym_id)?;
     let txn = crate::db::begin_writing(db).await?;
     let gym = production_gym(&txn, gym_id).await?;
@@ -294,7 +300,7 @@ pub async fn provision_sandbox(db: &DatabaseConnection, actor: &Actor, gym_id: U
 }
 
 /// A gym and, if it has one, its sandbox: the gyms whose endpoints and deliveries its settings show.
-pub async fn with_sandbox(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<Vec<Uuid>> {
+pub async fn with_sandbox(db: &impl ConnectionTrait, gym_id: GymId) -> Result<Vec<GymId>> {
     let mut gyms = vec![gym_id];
     gyms.extend(sandbox_of(db, gym_id).await?.map(|s| s.id));
     Ok(gyms)
@@ -310,7 +316,7 @@ pub struct NewKey {
 pub async fn create_key(
     db: &DatabaseConnection,
     actor: &Actor,
-    gym_id: Uuid,
+    gym_id: GymId,
     env: Environment,
     name: &str,
 ) -> Result<NewKey> {
@@ -326,7 +332,7 @@ pub async fn create_key(
     insert_key(db, gym_id, env, name).await
 }
 
-async fn insert_key(db: &impl ConnectionTrait, gym_id: Uuid, env: Environment, name: &str) -> Result<NewKey> {
+async fn insert_key(db: &impl ConnectionTrait, gym_id: GymId, env: Environment, name: &str) -> Result<NewKey> {
     let key = auth::generate_key(env);
     let model = api_key::ActiveModel {
         id: Set(new_id()),
@@ -392,7 +398,7 @@ impl KeyStatus {
     }
 }
 
-pub async fn list_keys(db: &impl ConnectionTrait, actor: &Actor, gym_id: Uuid) -> Result<Vec<api_key::Model>> {
+pub async fn list_keys(db: &impl ConnectionTrait, actor: &Actor, gym_id: GymId) -> Result<Vec<api_key::Model>> {
     actor.require_view(gym_id)?;
     production_gym(db, gym_id).await?;
     Ok(api_key::Entity::find()
@@ -466,7 +472,7 @@ pub async fn revoke_key(
 /// Creates a gym user. Owners have every permission; employees only those granted.
 pub async fn create_user(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     email: &str,
     role: Role,
     grants: &[Permission],
@@ -541,7 +547,7 @@ pub async fn verify_user(db: &impl ConnectionTrait, email: &str, password: &str)
 /// The facility a new member goes to when none is given: the gym's oldest.
 pub async fn first_facility(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
 ) -> std::result::Result<Option<facility::Model>, sea_orm::DbErr> {
     facility::Entity::find()
         .filter(facility::Column::GymId.eq(gym_id))
@@ -561,7 +567,7 @@ mod tests {
         let now = Utc::now();
         let mut k = api_key::Model {
             id: Uuid::nil(),
-            gym_id: Uuid::nil(),
+            gym_id: GymId(Uuid::nil()),
             name: "n".into(),
             environment: Environment::Live,
             fingerprint: String::new(),

@@ -4,12 +4,12 @@
 //! ([`record`]) is also the payload of `attendance.created`.
 
 use chrono::{DateTime, Utc};
+use entity::ids::{GymId, MemberId};
 use entity::{
     attendance,
     states::{AttendanceKind, AttendanceStatus},
 };
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, Statement};
-use uuid::Uuid;
 
 use crate::{
     counters::{self, ATTENDANCE_ROWS},
@@ -24,7 +24,7 @@ pub fn record(m: attendance::Model) -> AttendanceEntry {
         id: m.id,
         kind: m.kind.into(),
         status: m.status.into(),
-        member_id: m.member_id.into(),
+        member_id: m.member_id.map(MemberId::uuid).into(),
         facility_id: m.facility_id,
         device_id: m.device_id.into(),
         occurred_at: m.occurred_at,
@@ -41,7 +41,7 @@ pub fn is_visit(kind: AttendanceKind, status: AttendanceStatus) -> bool {
 
 /// Adds entries of these statuses to the gym's attendance counters (and bumps the attendance
 /// version, which the statistics' check-ins of the day follow), in the writing transaction `db`.
-pub async fn count(db: &impl ConnectionTrait, gym_id: Uuid, statuses: &[AttendanceStatus]) -> Result<(), DbErr> {
+pub async fn count(db: &impl ConnectionTrait, gym_id: GymId, statuses: &[AttendanceStatus]) -> Result<(), DbErr> {
     if let Some(statement) = count_statement(db.get_database_backend(), gym_id, statuses) {
         db.execute(statement).await?;
     }
@@ -49,7 +49,7 @@ pub async fn count(db: &impl ConnectionTrait, gym_id: Uuid, statuses: &[Attendan
 }
 
 /// The statement of [`count`], for a [`crate::db::Writes`].
-pub fn count_statement(backend: DbBackend, gym_id: Uuid, statuses: &[AttendanceStatus]) -> Option<Statement> {
+pub fn count_statement(backend: DbBackend, gym_id: GymId, statuses: &[AttendanceStatus]) -> Option<Statement> {
     if statuses.is_empty() {
         return None;
     }
@@ -68,7 +68,7 @@ pub fn count_statement(backend: DbBackend, gym_id: Uuid, statuses: &[AttendanceS
 /// their ids (PostgreSQL; SQLite's writer holds the whole file already). Every writer that changes
 /// several members' rows takes them this way before anything else it locks (the gym's counters
 /// come last): two writers then wait for each other in one order, and never both for each other.
-pub async fn lock_members(db: &impl ConnectionTrait, gym_id: Uuid, ids: &[Uuid]) -> Result<(), DbErr> {
+pub async fn lock_members(db: &impl ConnectionTrait, gym_id: GymId, ids: &[MemberId]) -> Result<(), DbErr> {
     let backend = db.get_database_backend();
     if backend != DbBackend::Postgres || ids.is_empty() {
         return Ok(());
@@ -89,8 +89,8 @@ pub async fn lock_members(db: &impl ConnectionTrait, gym_id: Uuid, ids: &[Uuid])
 /// ([`lock_members`]) where the transaction changes more than one.
 pub async fn add_visits(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
-    visits: &[(Uuid, i64, DateTime<Utc>)],
+    gym_id: GymId,
+    visits: &[(MemberId, i64, DateTime<Utc>)],
     at: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     if let Some(statement) = visits_statement(db.get_database_backend(), gym_id, visits, at) {
@@ -102,8 +102,8 @@ pub async fn add_visits(
 /// The statement of [`add_visits`], for a [`crate::db::Writes`]; `None` without visits.
 pub fn visits_statement(
     backend: DbBackend,
-    gym_id: Uuid,
-    visits: &[(Uuid, i64, DateTime<Utc>)],
+    gym_id: GymId,
+    visits: &[(MemberId, i64, DateTime<Utc>)],
     at: DateTime<Utc>,
 ) -> Option<Statement> {
     if visits.is_empty() {

@@ -1,5 +1,6 @@
 //! What the middleware learnt about a request, handed to every handler.
 
+use entity::ids::GymId;
 use uuid::Uuid;
 
 use crate::db::{Db, Unit};
@@ -12,9 +13,9 @@ pub use entity::states::Environment;
 pub struct Tenant {
     /// The gym whose data the request reads and writes: the production gym for a live key, its
     /// sandbox for a test key.
-    pub gym_id: Uuid,
+    pub gym_id: GymId,
     /// The production gym that owns the key.
-    pub owner_gym_id: Uuid,
+    pub owner_gym_id: GymId,
     pub key_id: Uuid,
     pub environment: Environment,
     /// The gym's time zone (its IANA name on the wire and in the key cache), parsed once, when the

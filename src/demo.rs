@@ -2,6 +2,7 @@
 //! realistic data, and a fresh live and test key on every run (keys are stored only as
 //! fingerprints, so earlier demo keys cannot be shown again; they are revoked instead).
 
+use entity::ids::{GymId, MemberId};
 use std::collections::HashMap;
 
 use chrono::{DateTime, Duration, Utc};
@@ -40,8 +41,8 @@ const DOOR_MEMBER: usize = 3;
 pub const DEMO_DOOR_CARD: &str = "DEMO0003";
 
 pub struct DemoKeys {
-    pub gym_id: Uuid,
-    pub sandbox_id: Uuid,
+    pub gym_id: GymId,
+    pub sandbox_id: GymId,
     pub live_key: String,
     pub test_key: String,
     /// The demo gym's owner in the settings area, with a fresh password.
@@ -209,7 +210,7 @@ const LAST: &[&str] = &[
 const CITIES: &[&str] = &["Berlin", "Hamburg", "Munich", "Cologne", "Leipzig"];
 
 /// Realistic data for every endpoint: members, plans, memberships, check-ins, products, sales.
-async fn seed(db: &DatabaseConnection, gym_id: Uuid) -> anyhow::Result<()> {
+async fn seed(db: &DatabaseConnection, gym_id: GymId) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(7);
     let at = now();
     let txn = crate::db::begin_writing(db).await?;
@@ -233,7 +234,7 @@ fn days_ago(at: DateTime<Utc>, days: i64, rng: &mut StdRng) -> DateTime<Utc> {
 }
 
 /// The membership and subscription plans; returns the membership plans' ids.
-async fn seed_plans(txn: &Writing, gym_id: Uuid, at: DateTime<Utc>) -> anyhow::Result<Vec<Uuid>> {
+async fn seed_plans(txn: &Writing, gym_id: GymId, at: DateTime<Utc>) -> anyhow::Result<Vec<Uuid>> {
     let t = at - Duration::days(400);
     let plans: Vec<membership_plan::ActiveModel> = [
         ("10-visit card", 9900, Some(90), Some(10)),
@@ -288,11 +289,11 @@ async fn seed_plans(txn: &Writing, gym_id: Uuid, at: DateTime<Utc>) -> anyhow::R
 /// returns each member's id and the time it joined.
 async fn seed_members(
     txn: &Writing,
-    gym_id: Uuid,
+    gym_id: GymId,
     facilities: [Uuid; 2],
     at: DateTime<Utc>,
     rng: &mut StdRng,
-) -> anyhow::Result<Vec<(Uuid, DateTime<Utc>)>> {
+) -> anyhow::Result<Vec<(MemberId, DateTime<Utc>)>> {
     let mut members = Vec::new();
     for i in 0..300 {
         let first = *FIRST.choose(rng).unwrap_or(&"Alex");
@@ -321,10 +322,10 @@ async fn seed_members(
         };
         members.push(members::row(gym_id, new, created));
     }
-    let joined: Vec<(Uuid, DateTime<Utc>)> =
+    let joined: Vec<(MemberId, DateTime<Utc>)> =
         members.iter().filter_map(|m| Some((*m.id.try_as_ref()?, *m.created_at.try_as_ref()?))).collect();
     // Check-ins first, so members carry their visit counts.
-    let mut visits: HashMap<Uuid, (i64, DateTime<Utc>)> = HashMap::new();
+    let mut visits: HashMap<MemberId, (i64, DateTime<Utc>)> = HashMap::new();
     let mut entries = Vec::new();
     for _ in 0..2000 {
         let (mid, since) = joined[rng.gen_range(0..joined.len())];
@@ -369,8 +370,8 @@ async fn seed_members(
 /// Memberships of the first 260 members, a quarter of them open-ended.
 async fn seed_memberships(
     txn: &Writing,
-    gym_id: Uuid,
-    members: &[(Uuid, DateTime<Utc>)],
+    gym_id: GymId,
+    members: &[(MemberId, DateTime<Utc>)],
     plans: &[Uuid],
     rng: &mut StdRng,
 ) -> anyhow::Result<()> {
@@ -399,7 +400,7 @@ async fn seed_memberships(
 
 /// The counter of the main facility, `facility_id`: its kiosk, card terminal and fiscal printer,
 /// registered now if the demo gym was made before it had them, and its first active product.
-async fn counter(db: &DatabaseConnection, gym_id: Uuid, facility_id: Uuid) -> anyhow::Result<Counter> {
+async fn counter(db: &DatabaseConnection, gym_id: GymId, facility_id: Uuid) -> anyhow::Result<Counter> {
     let mut ids = Vec::new();
     for (kind, name) in [
         (DeviceKind::Kiosk, "Lobby kiosk"),
@@ -437,9 +438,9 @@ async fn counter(db: &DatabaseConnection, gym_id: Uuid, facility_id: Uuid) -> an
 /// annual pass running today for the member whose card the banner shows.
 async fn seed_front_desk(
     txn: &Writing,
-    gym_id: Uuid,
+    gym_id: GymId,
     facilities: [Uuid; 2],
-    door_member: Uuid,
+    door_member: MemberId,
     annual_pass: Uuid,
 ) -> anyhow::Result<()> {
     let devices = [
@@ -486,8 +487,8 @@ const CATALOGUE: [(&str, i64); 12] = [
 /// The shop's products (the last one archived) and 600 sales of the last 120 days.
 async fn seed_shop(
     txn: &Writing,
-    gym_id: Uuid,
-    members: &[(Uuid, DateTime<Utc>)],
+    gym_id: GymId,
+    members: &[(MemberId, DateTime<Utc>)],
     at: DateTime<Utc>,
     rng: &mut StdRng,
 ) -> anyhow::Result<()> {

@@ -10,6 +10,7 @@
 
 use chrono::{DateTime, Utc};
 use entity::facility;
+use entity::ids::GymId;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder,
     Set, Statement,
@@ -89,7 +90,7 @@ pub fn checked(new: NewFacility) -> Result<NewFacility> {
 }
 
 /// The row of a new, open facility of `gym_id` (already [`checked`]).
-pub fn row(gym_id: Uuid, new: NewFacility, at: DateTime<Utc>) -> facility::ActiveModel {
+pub fn row(gym_id: GymId, new: NewFacility, at: DateTime<Utc>) -> facility::ActiveModel {
     let id = new_id();
     facility::ActiveModel {
         gym_id: Set(gym_id),
@@ -106,7 +107,7 @@ pub fn row(gym_id: Uuid, new: NewFacility, at: DateTime<Utc>) -> facility::Activ
 }
 
 /// Makes a facility of `gym_id`. A legacy id the gym's facilities hold already is refused.
-pub async fn create(db: &impl ConnectionTrait, gym_id: Uuid, new: NewFacility) -> Result<facility::Model> {
+pub async fn create(db: &impl ConnectionTrait, gym_id: GymId, new: NewFacility) -> Result<facility::Model> {
     let new = checked(new)?;
     row(gym_id, new, now()).insert(db).await.map_err(|e| {
         if crate::db::is_unique_violation(&e) {
@@ -118,7 +119,7 @@ pub async fn create(db: &impl ConnectionTrait, gym_id: Uuid, new: NewFacility) -
 }
 
 /// The facilities of the gyms, each gym's oldest first.
-pub async fn of_gyms(db: &impl ConnectionTrait, gyms: &[Uuid]) -> Result<Vec<facility::Model>> {
+pub async fn of_gyms(db: &impl ConnectionTrait, gyms: &[GymId]) -> Result<Vec<facility::Model>> {
     let mut all = Vec::new();
     for gym in gyms {
         let found = facility::Entity::find()
@@ -133,7 +134,7 @@ pub async fn of_gyms(db: &impl ConnectionTrait, gyms: &[Uuid]) -> Result<Vec<fac
 }
 
 /// The facility `id` of one of `gyms`.
-pub async fn find(db: &impl ConnectionTrait, gyms: &[Uuid], id: Uuid) -> Result<facility::Model> {
+pub async fn find(db: &impl ConnectionTrait, gyms: &[GymId], id: Uuid) -> Result<facility::Model> {
     for gym in gyms {
         if let Some(f) = facility::Entity::find_by_id((*gym, id)).one(db).await? {
             return Ok(f);
@@ -173,7 +174,7 @@ pub struct Archived {
 /// `move_to` (an open facility of the same gym), all in one transaction. Without `move_to` a
 /// facility anyone is placed in is refused, as is the gym's last open facility. Archiving an
 /// archived facility changes nothing.
-pub async fn archive(db: &DatabaseConnection, gyms: &[Uuid], id: Uuid, move_to: Option<Uuid>) -> Result<Archived> {
+pub async fn archive(db: &DatabaseConnection, gyms: &[GymId], id: Uuid, move_to: Option<Uuid>) -> Result<Archived> {
     let txn = crate::db::begin_writing(db).await?;
     let gym = find(&txn, gyms, id).await?.gym_id;
     // Every facility of the gym locked, in one order, for the rest of the transaction: archives
@@ -222,7 +223,7 @@ pub async fn archive(db: &DatabaseConnection, gyms: &[Uuid], id: Uuid, move_to: 
 async fn move_placed(
     db: &impl ConnectionTrait,
     table: &str,
-    gym: Uuid,
+    gym: GymId,
     from: Uuid,
     to: Uuid,
     at: DateTime<Utc>,

@@ -7,6 +7,7 @@
 //!   one function that writes them; see `counters`);
 //! - a change through the API is announced to webhooks in the same transaction ([`announce`]).
 
+use entity::ids::{GymId, MemberId};
 use std::collections::HashMap;
 
 use chrono::{DateTime, NaiveDate, Utc};
@@ -18,7 +19,6 @@ use crate::{
     counters::{self, MEMBER_ROWS},
     errors::{ApiError, FieldErrors},
     openapi::{Member, MemberObject},
-    records::new_id,
     types::Date,
     webhooks::{self, EventType},
 };
@@ -53,9 +53,9 @@ pub struct NewMember {
 }
 
 /// The row of a new member of `gym_id`, created at `at`, with its derived fields.
-pub fn row(gym_id: Uuid, m: NewMember, at: DateTime<Utc>) -> member::ActiveModel {
+pub fn row(gym_id: GymId, m: NewMember, at: DateTime<Utc>) -> member::ActiveModel {
     member::ActiveModel {
-        id: Set(new_id()),
+        id: Set(MemberId::generate()),
         gym_id: Set(gym_id),
         facility_id: Set(m.facility_id),
         search_text: Set(search_text(&m.first_name, &m.last_name, m.email.as_deref())),
@@ -167,7 +167,7 @@ pub enum Change {
 /// the rows per status, and the members' version whenever what a search or a status filter
 /// matches may have changed. Every writer of members calls this; nothing else writes them (a bulk
 /// rebuild is `counters::recount`).
-pub async fn count(db: &impl ConnectionTrait, gym_id: Uuid, change: Change) -> Result<(), DbErr> {
+pub async fn count(db: &impl ConnectionTrait, gym_id: GymId, change: Change) -> Result<(), DbErr> {
     if let Some(statement) = count_statement(db.get_database_backend(), gym_id, change) {
         db.execute(statement).await?;
     }
@@ -175,7 +175,7 @@ pub async fn count(db: &impl ConnectionTrait, gym_id: Uuid, change: Change) -> R
 }
 
 /// The statement of [`count`], for a [`crate::db::Writes`].
-pub fn count_statement(backend: DbBackend, gym_id: Uuid, change: Change) -> Option<Statement> {
+pub fn count_statement(backend: DbBackend, gym_id: GymId, change: Change) -> Option<Statement> {
     let mut deltas: Vec<(String, i64)> = Vec::new();
     let bump = match change {
         Change::Added(statuses) => {
@@ -205,7 +205,7 @@ pub fn count_statement(backend: DbBackend, gym_id: Uuid, change: Change) -> Opti
 pub fn record(m: member::Model) -> Member {
     Member {
         object: MemberObject::Member,
-        id: m.id,
+        id: m.id.uuid(),
         first_name: m.first_name,
         last_name: m.last_name,
         email: m.email.into(),
@@ -227,7 +227,7 @@ pub fn record(m: member::Model) -> Member {
 
 /// Queues the webhook event of a member written through the API, in its transaction; whether a
 /// delivery was queued (the dispatcher is woken after the commit).
-pub async fn announce(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType, m: &Member) -> Result<bool, DbErr> {
+pub async fn announce(db: &impl ConnectionTrait, gym_id: GymId, event: EventType, m: &Member) -> Result<bool, DbErr> {
     let data = crate::types::wire::value(m);
     webhooks::emit(db, gym_id, event, data).await
 }
@@ -236,7 +236,7 @@ pub async fn announce(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType,
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Claims<'a> {
     /// The member being changed, which may hold the email and the card already.
-    pub member_id: Option<Uuid>,
+    pub member_id: Option<MemberId>,
     pub email: Option<&'a str>,
     pub access_card: Option<&'a str>,
     pub facility_id: Option<Uuid>,
@@ -244,7 +244,7 @@ pub struct Claims<'a> {
 
 /// The rules of a member the schema cannot state: the email and the access card are free within
 /// the gym, the facility is the gym's. Every problem at once.
-pub async fn check(db: &impl ConnectionTrait, gym_id: Uuid, claims: Claims<'_>) -> Result<(), ApiError> {
+pub async fn check(db: &impl ConnectionTrait, gym_id: GymId, claims: Claims<'_>) -> Result<(), ApiError> {
     let mut errors = FieldErrors::new();
     let taken = |column: member::Column, value: String| {
         let mut q = member::Entity::find().filter(member::Column::GymId.eq(gym_id)).filter(column.eq(value));
@@ -278,7 +278,7 @@ pub async fn check(db: &impl ConnectionTrait, gym_id: Uuid, claims: Claims<'_>) 
 /// key or the facility's foreign key refused it, the 422 of [`check`] (every problem at once, read
 /// now, `db` outside the refused transaction), else the error itself. Writers insert first and
 /// check only then: a write that breaks no rule costs no reads.
-pub async fn refused(db: &impl ConnectionTrait, gym_id: Uuid, claims: Claims<'_>, err: DbErr) -> ApiError {
+pub async fn refused(db: &impl ConnectionTrait, gym_id: GymId, claims: Claims<'_>, err: DbErr) -> ApiError {
     use sea_orm::SqlErr;
     let keyed =
         matches!(err.sql_err(), Some(SqlErr::UniqueConstraintViolation(_) | SqlErr::ForeignKeyConstraintViolation(_)));
@@ -321,8 +321,8 @@ mod tests {
     fn stored(status: MemberStatus) -> member::Model {
         let at = Utc::now();
         member::Model {
-            id: Uuid::nil(),
-            gym_id: Uuid::nil(),
+            id: MemberId(Uuid::nil()),
+            gym_id: GymId(Uuid::nil()),
             facility_id: Uuid::nil(),
             first_name: "Ada".into(),
             last_name: "Lovelace".into(),

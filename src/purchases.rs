@@ -3,6 +3,7 @@
 //! integration API shows it ([`record`]) is also the payload of `purchase.created` and
 //! `purchase.updated`.
 
+use entity::ids::{GymId, MemberId};
 use std::collections::HashMap;
 
 use entity::{
@@ -35,7 +36,7 @@ pub fn record(m: purchase::Model, lines: Option<&[purchase_line::Model]>, jobs: 
     Purchase {
         object: PurchaseObject::Purchase,
         id: m.id,
-        member_id: m.member_id.into(),
+        member_id: m.member_id.map(MemberId::uuid).into(),
         product_id: m.product_id.into(),
         description: m.description,
         quantity: m.quantity,
@@ -77,7 +78,7 @@ fn refund(j: &payment_job::Model) -> RefundDue {
 /// The `refund_due` payments of these sales of a gym, oldest first, by sale.
 pub async fn refunds_of(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     ids: &[Uuid],
 ) -> Result<HashMap<Uuid, Vec<payment_job::Model>>, DbErr> {
     use payment_job::Column as C;
@@ -108,7 +109,7 @@ pub fn by_sale<M>(rows: Vec<M>, sale: impl Fn(&M) -> Uuid) -> HashMap<Uuid, Vec<
 /// has no entry.
 pub async fn lines_of(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     ids: &[Uuid],
 ) -> Result<HashMap<Uuid, Vec<purchase_line::Model>>, DbErr> {
     use purchase_line::Column as C;
@@ -128,7 +129,7 @@ pub async fn lines_of(
 /// The sales of a page as records, with their items and refunds due (one query each for the page).
 pub async fn records(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     rows: Vec<purchase::Model>,
 ) -> Result<Vec<Purchase>, DbErr> {
     // A sale made at the counter has a facility and items; an imported one has neither.
@@ -155,7 +156,7 @@ pub enum Change {
 
 /// The statement that moves the gym's purchase counters by `change` and bumps the purchases'
 /// version (what the statistics' revenue is kept by), for a [`Writes`].
-pub fn count_statement(backend: DbBackend, gym_id: Uuid, change: Change) -> Option<Statement> {
+pub fn count_statement(backend: DbBackend, gym_id: GymId, change: Change) -> Option<Statement> {
     let mut deltas: Vec<(String, i64)> = Vec::new();
     match change {
         Change::Added(statuses) => {
@@ -182,7 +183,7 @@ pub fn count_statement(backend: DbBackend, gym_id: Uuid, change: Change) -> Opti
 pub fn announce(
     writes: &mut Writes,
     backend: DbBackend,
-    (gym_id, event): (Uuid, EventType),
+    (gym_id, event): (GymId, EventType),
     sale: &Purchase,
     audience: Audience,
 ) -> Queued {

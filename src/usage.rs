@@ -5,6 +5,7 @@
 //! keys), and before the settings page reads them. A process that dies loses at most the counts
 //! since its last flush: these are figures for a chart, not records.
 
+use entity::ids::GymId;
 use std::{collections::HashMap, sync::Mutex, time::Duration};
 
 use chrono::{NaiveDate, Utc};
@@ -17,12 +18,12 @@ pub const FLUSH_EVERY: Duration = Duration::from_secs(10);
 
 #[derive(Default)]
 pub struct Usage {
-    pending: Mutex<HashMap<(Uuid, Uuid, NaiveDate), i64>>,
+    pending: Mutex<HashMap<(GymId, Uuid, NaiveDate), i64>>,
 }
 
 impl Usage {
     /// Counts one request of `key_id` (a key of `gym_id`, the production gym that owns it).
-    pub fn record(&self, gym_id: Uuid, key_id: Uuid) {
+    pub fn record(&self, gym_id: GymId, key_id: Uuid) {
         if let Ok(mut p) = self.pending.lock() {
             *p.entry((gym_id, key_id, Utc::now().date_naive())).or_default() += 1;
         }
@@ -30,7 +31,7 @@ impl Usage {
 
     /// Adds the counts so far to the database.
     pub async fn flush(&self, db: &DatabaseConnection) -> Result<(), DbErr> {
-        let batch: Vec<((Uuid, Uuid, NaiveDate), i64)> = match self.pending.lock() {
+        let batch: Vec<((GymId, Uuid, NaiveDate), i64)> = match self.pending.lock() {
             Ok(mut p) => p.drain().collect(),
             Err(_) => return Ok(()),
         };
@@ -79,7 +80,7 @@ async fn add_up_across_gyms(
 /// present: `key_id -> [(day, requests)]`.
 pub async fn daily(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     days: i64,
 ) -> Result<HashMap<Uuid, Vec<(NaiveDate, i64)>>, DbErr> {
     #[derive(sea_orm::FromQueryResult)]

@@ -8,6 +8,7 @@
 //! its own waiters. Pub/sub keeps no messages: when the subscription drops, the server wakes every
 //! waiter once it is back, so each looks again at what it waits for.
 
+use entity::ids::GymId;
 use std::{
     collections::HashMap,
     future::Future,
@@ -191,14 +192,14 @@ pub struct PollSlots {
     per_key: usize,
     per_gym: usize,
     /// Slots held by key and by gym; a count that falls to zero goes.
-    held: Mutex<(HashMap<uuid::Uuid, usize>, HashMap<uuid::Uuid, usize>)>,
+    held: Mutex<(HashMap<uuid::Uuid, usize>, HashMap<GymId, usize>)>,
 }
 
 /// One waiting long poll's place, given back when dropped.
 pub struct Slot {
     slots: Arc<PollSlots>,
     key: uuid::Uuid,
-    gym: uuid::Uuid,
+    gym: GymId,
 }
 
 impl PollSlots {
@@ -207,7 +208,7 @@ impl PollSlots {
     }
 
     /// A slot for a poll of `key`, a key of `gym`, unless the key or the gym holds its cap.
-    pub fn take(self: &Arc<Self>, key: uuid::Uuid, gym: uuid::Uuid) -> Option<Slot> {
+    pub fn take(self: &Arc<Self>, key: uuid::Uuid, gym: GymId) -> Option<Slot> {
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         let (keys, gyms) = &mut *held;
         if keys.get(&key).copied().unwrap_or(0) >= self.per_key || gyms.get(&gym).copied().unwrap_or(0) >= self.per_gym
@@ -224,13 +225,17 @@ impl Drop for Slot {
     fn drop(&mut self) {
         let mut held = self.slots.held.lock().unwrap_or_else(PoisonError::into_inner);
         let (keys, gyms) = &mut *held;
-        for (map, id) in [(keys, self.key), (gyms, self.gym)] {
-            if let Some(n) = map.get_mut(&id) {
-                *n -= 1;
-                if *n == 0 {
-                    map.remove(&id);
-                }
-            }
+        release(keys, self.key);
+        release(gyms, self.gym);
+    }
+}
+
+/// One slot fewer held by `id`; an id holding none is forgotten.
+fn release<K: std::hash::Hash + Eq>(held: &mut HashMap<K, usize>, id: K) {
+    if let Some(n) = held.get_mut(&id) {
+        *n -= 1;
+        if *n == 0 {
+            held.remove(&id);
         }
     }
 }
@@ -339,7 +344,7 @@ mod tests {
     #[test]
     fn slots_are_capped_per_key_and_per_gym_and_given_back() {
         let slots = PollSlots::new(2, 3);
-        let (gym, other) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+        let (gym, other) = (GymId::generate(), GymId::generate());
         let (a, b) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
         let first = [slots.take(a, gym), slots.take(a, gym)];
         assert!(first.iter().all(Option::is_some));

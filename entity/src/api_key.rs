@@ -1,6 +1,6 @@
 use sea_orm::entity::prelude::*;
 
-use crate::states::*;
+use crate::{ids::*, states::*};
 
 /// An API key. Only its fingerprint and display prefix are stored.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -9,7 +9,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: Uuid,
     /// The production gym the key belongs to (a test key acts on that gym's sandbox).
-    pub gym_id: Uuid,
+    pub gym_id: GymId,
     pub name: String,
     pub environment: Environment,
     /// Lowercase hex SHA-256 of the full key. The key itself is never stored.

@@ -1,17 +1,17 @@
 use sea_orm::entity::prelude::*;
 
-use crate::states::*;
+use crate::{ids::*, states::*};
 
 /// A check-in or a door access event.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "attendance")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub gym_id: Uuid,
+    pub gym_id: GymId,
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: Uuid,
     pub facility_id: Uuid,
-    pub member_id: Option<Uuid>,
+    pub member_id: Option<MemberId>,
     /// `check_in` or `access`.
     pub kind: AttendanceKind,
     /// `granted` or `denied`.

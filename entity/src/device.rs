@@ -1,13 +1,13 @@
 use sea_orm::entity::prelude::*;
 
-use crate::states::*;
+use crate::{ids::*, states::*};
 
 /// A front-desk device of a facility: a door, a doorbell, a card terminal, a fiscal printer or a kiosk.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "devices")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub gym_id: Uuid,
+    pub gym_id: GymId,
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: Uuid,
     pub facility_id: Uuid,

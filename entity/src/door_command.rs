@@ -1,13 +1,13 @@
 use sea_orm::entity::prelude::*;
 
-use crate::states::*;
+use crate::{ids::*, states::*};
 
 /// What a door is told to do; handed out to one poll at most, before `expires_at`.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "door_commands")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub gym_id: Uuid,
+    pub gym_id: GymId,
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: Uuid,
     /// The door.

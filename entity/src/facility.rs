@@ -1,12 +1,14 @@
 use sea_orm::entity::prelude::*;
 
+use crate::ids::*;
+
 /// A location of a gym. A gym's "first facility" is its oldest. `timezone` empty means the
 /// gym's; an archived facility keeps its history but takes nothing new.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "facilities")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub gym_id: Uuid,
+    pub gym_id: GymId,
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: Uuid,
     pub name: String,

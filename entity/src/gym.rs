@@ -1,6 +1,6 @@
 use sea_orm::entity::prelude::*;
 
-use crate::states::*;
+use crate::{ids::*, states::*};
 
 /// A gym, or the sandbox of one (`parent_gym_id` set). A sandbox follows its parent's plan and
 /// subscription.
@@ -8,13 +8,13 @@ use crate::states::*;
 #[sea_orm(table_name = "gyms")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: Uuid,
+    pub id: GymId,
     pub name: String,
     /// IANA time zone, e.g. `Europe/Berlin`.
     pub timezone: String,
     /// Set on a sandbox: the production gym it belongs to (at most one sandbox per gym).
     #[sea_orm(unique)]
-    pub parent_gym_id: Option<Uuid>,
+    pub parent_gym_id: Option<GymId>,
     /// Plan feature: the integration API.
     pub api_access: bool,
     /// Plan feature: the front-desk device endpoints.

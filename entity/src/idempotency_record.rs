@@ -1,12 +1,14 @@
 use sea_orm::entity::prelude::*;
 
+use crate::ids::*;
+
 /// A keyed write that ran, and its response, kept for the idempotency window.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "idempotency_records")]
 pub struct Model {
     /// The gym the key acted on (a sandbox's own id for a test key).
     #[sea_orm(primary_key, auto_increment = false)]
-    pub gym_id: Uuid,
+    pub gym_id: GymId,
     /// SHA-256 of the `Idempotency-Key`, in hex.
     #[sea_orm(primary_key, auto_increment = false)]
     pub key_digest: String,

@@ -10,6 +10,7 @@ pub mod facility;
 pub mod gym;
 pub mod gym_counter;
 pub mod idempotency_record;
+pub mod ids;
 pub mod import_counter;
 pub mod member;
 pub mod member_membership;

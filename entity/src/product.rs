@@ -1,13 +1,13 @@
 use sea_orm::entity::prelude::*;
 
-use crate::states::*;
+use crate::{ids::*, states::*};
 
 /// A product sold at a gym.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "products")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub gym_id: Uuid,
+    pub gym_id: GymId,
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: Uuid,
     pub name: String,

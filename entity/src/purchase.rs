@@ -1,16 +1,16 @@
 use sea_orm::entity::prelude::*;
 
-use crate::states::*;
+use crate::{ids::*, states::*};
 
 /// A sale.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "purchases")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub gym_id: Uuid,
+    pub gym_id: GymId,
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: Uuid,
-    pub member_id: Option<Uuid>,
+    pub member_id: Option<MemberId>,
     pub product_id: Option<Uuid>,
     pub description: String,
     pub quantity: i32,

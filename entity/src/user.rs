@@ -1,6 +1,6 @@
 use sea_orm::entity::prelude::*;
 
-use crate::states::*;
+use crate::{ids::*, states::*};
 
 /// A person who signs in to the settings area of a gym.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -8,7 +8,7 @@ use crate::states::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: Uuid,
-    pub gym_id: Uuid,
+    pub gym_id: GymId,
     #[sea_orm(unique)]
     pub email: String,
     /// Argon2 PHC string.

@@ -1,5 +1,7 @@
 use sea_orm::entity::prelude::*;
 
+use crate::ids::*;
+
 /// A signed-in gym user in the settings area.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "user_sessions")]
@@ -8,7 +10,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub user_id: Uuid,
-    pub gym_id: Uuid,
+    pub gym_id: GymId,
     /// Sent back with every form of the session.
     pub csrf_token: String,
     pub created_at: DateTimeUtc,

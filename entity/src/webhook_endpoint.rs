@@ -1,12 +1,14 @@
 use sea_orm::entity::prelude::*;
 
+use crate::ids::*;
+
 /// A receiver of webhook events.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "webhook_endpoints")]
 pub struct Model {
     /// The gym or sandbox whose events it receives.
     #[sea_orm(primary_key, auto_increment = false)]
-    pub gym_id: Uuid,
+    pub gym_id: GymId,
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: Uuid,
     pub url: String,

@@ -1,11 +1,13 @@
 use sea_orm::entity::prelude::*;
 
+use crate::ids::*;
+
 /// An event, written in the same transaction as the change that caused it (the outbox).
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "webhook_events")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub gym_id: Uuid,
+    pub gym_id: GymId,
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: Uuid,
     /// For example `member.created`.

@@ -1,6 +1,7 @@
 //! `MemberMemberships`: which member holds which plan for which period (written by the import).
 
 use chrono::NaiveDate;
+use entity::ids::MemberId;
 use entity::{member, member_membership};
 use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter, Select};
 use uuid::Uuid;
@@ -21,7 +22,7 @@ fn record(m: member_membership::Model) -> Result<MemberMembership, ApiError> {
     Ok(MemberMembership {
         object: MemberMembershipObject::MemberMembership,
         id: m.id,
-        member_id: m.member_id,
+        member_id: m.member_id.uuid(),
         plan_kind,
         plan_id,
         starts_on: Date(m.starts_on),
@@ -34,7 +35,7 @@ fn record(m: member_membership::Model) -> Result<MemberMembership, ApiError> {
 
 /// The filters both lists share.
 struct Filters {
-    member_id: Option<Uuid>,
+    member_id: Option<MemberId>,
     plan_id: Option<Uuid>,
     active_on: Option<NaiveDate>,
 }
@@ -94,7 +95,11 @@ impl MemberMembershipsApi for Handlers {
     ) -> Result<ListMemberMembershipsResponse, ApiError> {
         let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
         page.filter("member_id", p.member_id.map(|id| id.to_string()));
-        let filters = Filters { member_id: p.member_id, plan_id: p.plan_id, active_on: p.active_on.map(|d| d.0) };
+        let filters = Filters {
+            member_id: p.member_id.map(MemberId::from),
+            plan_id: p.plan_id,
+            active_on: p.active_on.map(|d| d.0),
+        };
         let list = list(self, ctx, page, filters, p.updated_since).await?;
         Ok(ListMemberMembershipsResponse::Ok(Json(list)))
     }

@@ -1,5 +1,6 @@
 //! `Members`: the one resource an integration writes to.
 
+use entity::ids::GymId;
 use entity::member;
 use poem_openapi::types::MaybeUndefined;
 use sea_orm::{
@@ -7,7 +8,6 @@ use sea_orm::{
     TryIntoModel,
     sea_query::{Expr, LikeExpr, Query, SimpleExpr},
 };
-use uuid::Uuid;
 
 use super::{Handlers, find_in_gym};
 use crate::listing::Envelope;
@@ -47,7 +47,7 @@ fn like_pattern(term: &str) -> String {
     p
 }
 
-async fn find(db: &impl ConnectionTrait, gym_id: Uuid, id: &str) -> Result<member::Model, ApiError> {
+async fn find(db: &impl ConnectionTrait, gym_id: GymId, id: &str) -> Result<member::Model, ApiError> {
     find_in_gym::<member::Entity>(db, gym_id, KIND, id).await
 }
 

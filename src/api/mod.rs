@@ -12,6 +12,7 @@ mod rules;
 mod statistics;
 mod webhooks;
 
+use entity::ids::{GymId, MemberId};
 pub use rules::WriteRules;
 
 use crate::openapi::Money;
@@ -51,10 +52,10 @@ fn parse_id(kind: &str, id: &str) -> Result<Uuid, ApiError> {
 /// The statement is the one sea-orm writes for `find_by_id((gym, id)).one()`, built once per table
 /// and backend and then reused with the request's values: building it with sea-query on every
 /// request was about 8% of the server's `perf` samples on `GET /members/{id}`.
-async fn find_in_gym<E>(db: &impl ConnectionTrait, gym_id: Uuid, kind: &str, id: &str) -> Result<E::Model, ApiError>
+async fn find_in_gym<E>(db: &impl ConnectionTrait, gym_id: GymId, kind: &str, id: &str) -> Result<E::Model, ApiError>
 where
     E: EntityTrait + 'static,
-    <E::PrimaryKey as PrimaryKeyTrait>::ValueType: From<(Uuid, Uuid)>,
+    <E::PrimaryKey as PrimaryKeyTrait>::ValueType: GymScopedKey,
 {
     let uuid = parse_id(kind, id)?;
     let backend = db.get_database_backend();
@@ -74,6 +75,23 @@ where
     .one(db)
     .await?
     .ok_or_else(|| ApiError::not_found(kind, id))
+}
+
+/// The primary key of a table of gym data: the gym's id, then the record's (typed or not).
+trait GymScopedKey {
+    fn of(gym: GymId, id: Uuid) -> Self;
+}
+
+impl GymScopedKey for (GymId, Uuid) {
+    fn of(gym: GymId, id: Uuid) -> Self {
+        (gym, id)
+    }
+}
+
+impl GymScopedKey for (GymId, MemberId) {
+    fn of(gym: GymId, id: Uuid) -> Self {
+        (gym, id.into())
+    }
 }
 
 /// Stand-ins for the id and the gym while `find_in_gym`'s statement is built.
@@ -96,14 +114,15 @@ static FIND_STATEMENTS: LazyLock<RwLock<FindStatements>> = LazyLock::new(Default
 fn find_statement<E>(backend: DbBackend) -> (Arc<str>, Arc<[Slot]>)
 where
     E: EntityTrait + 'static,
-    <E::PrimaryKey as PrimaryKeyTrait>::ValueType: From<(Uuid, Uuid)>,
+    <E::PrimaryKey as PrimaryKeyTrait>::ValueType: GymScopedKey,
 {
     use sea_orm::{QuerySelect, QueryTrait};
     let key = (std::any::TypeId::of::<E>(), backend == DbBackend::Postgres);
     if let Some((sql, values)) = FIND_STATEMENTS.read().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return (sql.clone(), values.clone());
     }
-    let built = E::find_by_id((GYM_SLOT, ID_SLOT)).limit(1).build(backend);
+    let stand_in = <E::PrimaryKey as PrimaryKeyTrait>::ValueType::of(GYM_SLOT.into(), ID_SLOT);
+    let built = E::find_by_id(stand_in).limit(1).build(backend);
     let (id, gym) = (sea_orm::Value::from(ID_SLOT), sea_orm::Value::from(GYM_SLOT));
     let values: Arc<[Slot]> = built
         .values

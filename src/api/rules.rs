@@ -1,6 +1,7 @@
 //! The writes' rules beyond the schema, asked by the gate when the schema refuses a body: the
 //! problems of what still parsed join the schema's in one 422 (openapi.yaml, "Errors").
 
+use entity::ids::{GymId, MemberId};
 use futures_util::future::BoxFuture;
 use poem_openapi::types::ParseFromJSON;
 use serde_json::Value;
@@ -30,7 +31,7 @@ impl Rules for WriteRules {
     fn check<'a>(
         &'a self,
         operation: &'a str,
-        gym_id: Uuid,
+        gym_id: GymId,
         path: &'a str,
         body: &'a Value,
         refused: &'a FieldErrors,
@@ -40,7 +41,7 @@ impl Rules for WriteRules {
             let outcome = match operation {
                 "createMember" => member(db, gym_id, None, body, refused).await,
                 "replaceMember" | "updateMember" => {
-                    let id = path.rsplit('/').next().and_then(|id| Uuid::parse_str(id).ok());
+                    let id = path.rsplit('/').next().and_then(|id| id.parse::<MemberId>().ok());
                     member(db, gym_id, id, body, refused).await
                 }
                 "importFacilities" => rows(body, refused, |r| import::facilities(db, gym_id, r, true)).await,
@@ -70,8 +71,8 @@ impl Rules for WriteRules {
 /// A member's rules, on the fields of `body` the schema did not refuse.
 async fn member(
     db: &crate::db::Db,
-    gym_id: Uuid,
-    member_id: Option<Uuid>,
+    gym_id: GymId,
+    member_id: Option<MemberId>,
     body: &Value,
     refused: &FieldErrors,
 ) -> Result<(), ApiError> {

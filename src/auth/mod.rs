@@ -2,6 +2,7 @@
 //! the requests that miss it together; what a refused key answers. The key as text is `key.rs`.
 
 use chrono::{DateTime, Utc};
+use entity::ids::GymId;
 use entity::states::SubscriptionStatus;
 use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult, Statement};
 use std::{
@@ -18,10 +19,7 @@ use prometheus_client::metrics::{counter::Counter, family::Family};
 use crate::{
     context::{Environment, Tenant},
     errors::ApiError,
-    limits::{
-        Admission, Budget, Decision, GRANT_TTL, IdempotencyAsk, IdempotencyState, KeyRefusal, REFUSAL_TTL, RatePolicy,
-        Store,
-    },
+    limits::{Admission, Decision, GRANT_TTL, IdempotencyAsk, IdempotencyState, KeyRefusal, Quota, REFUSAL_TTL, Store},
     logs::Repeated,
     metrics::OutcomeLabel,
     records,
@@ -39,17 +37,17 @@ mod legacy;
 #[derive(Debug, FromQueryResult)]
 struct KeyRow {
     key_id: Uuid,
-    gym_id: Uuid,
+    gym_id: GymId,
     environment: Environment,
     expires_at: Option<DateTime<Utc>>,
     revoked_at: Option<DateTime<Utc>>,
-    gym_parent_id: Option<Uuid>,
+    gym_parent_id: Option<GymId>,
     api_access: bool,
     device_access: bool,
     subscription_status: SubscriptionStatus,
     grace_ends_at: Option<DateTime<Utc>>,
     timezone: String,
-    sandbox_id: Option<Uuid>,
+    sandbox_id: Option<GymId>,
     sandbox_timezone: Option<String>,
 }
 
@@ -107,7 +105,7 @@ impl From<(Grant, Decision, Option<IdempotencyState>)> for Admitted {
 }
 
 /// The gate's first checks, in the documented order (openapi.yaml): the key (401), the
-/// subscription (402), then the rate limit in the request's `budget` (the `Decision`); the plan's
+/// subscription (402), then the rate limit in the request's `quota` (the `Decision`); the plan's
 /// licence (403) is the gate's to check, from [`Admitted::licence`]. A key in the key cache costs
 /// one store round trip and no database query; otherwise the key is resolved in one query and
 /// cached, its request counted in the same store round trip. A store that cannot be reached fails
@@ -116,7 +114,7 @@ pub async fn admit(
     db: &DatabaseConnection,
     (store, resolutions): (&dyn Store, &Resolutions),
     key: Option<&str>,
-    (budget, policy): (Budget, RatePolicy),
+    quota: Quota,
     ask: Option<IdempotencyAsk<'_>>,
     now: DateTime<Utc>,
 ) -> Result<Admitted, ApiError> {
@@ -126,7 +124,7 @@ pub async fn admit(
     if shape == KeyShape::Legacy && !resolutions.legacy.may_exist(db, &fp).await {
         return Err(ApiError::Unauthorized);
     }
-    let counted = match store.admit(&fp, budget, policy, ask).await {
+    let counted = match store.admit(&fp, quota, ask).await {
         Ok(Admission::Granted { grant, decision, idempotency }) => match serde_json::from_str::<Grant>(&grant) {
             Ok(g) if g.valid_until.is_none_or(|t| t > now) => return Ok((g, decision, idempotency).into()),
             // Past its time on this instance's clock, or unreadable: resolve it again.
@@ -139,7 +137,7 @@ pub async fn admit(
             if let Some(times) = UNAVAILABLE.due() {
                 tracing::warn!(error = %e, store = store.name(), times, "key cache and limiter unavailable; requests allowed");
             }
-            Some((Decision::fail_open(policy), None))
+            Some((Decision::fail_open(quota.policy), None))
         }
     };
     let resolved = resolutions
@@ -173,14 +171,14 @@ pub async fn admit(
     };
     let cached = serde_json::to_string(&grant).ok().filter(|_| ttl >= std::time::Duration::from_millis(1));
     let grant_ttl = cached.as_deref().map(|g| (g, ttl));
-    let (decision, idempotency) = match store.admit_resolved(&fp, grant_ttl, (budget, policy), ask).await {
+    let (decision, idempotency) = match store.admit_resolved(&fp, grant_ttl, quota, ask).await {
         Ok(counted) => counted,
         Err(e) => {
             static UNAVAILABLE: Repeated = Repeated::new();
             if let Some(times) = UNAVAILABLE.due() {
                 tracing::warn!(error = %e, store = store.name(), times, "rate limiter unavailable; requests allowed");
             }
-            (Decision::fail_open(policy), None)
+            (Decision::fail_open(quota.policy), None)
         }
     };
     Ok((grant, decision, idempotency).into())
@@ -390,7 +388,7 @@ async fn resolve(
 }
 
 /// The facility a new member or sale goes to when none is given: the gym's oldest open one.
-async fn first_facility(db: &DatabaseConnection, gym_id: Uuid) -> Result<Option<Uuid>, sea_orm::DbErr> {
+async fn first_facility(db: &DatabaseConnection, gym_id: GymId) -> Result<Option<Uuid>, sea_orm::DbErr> {
     use entity::facility::{Column, Entity};
     use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
     Entity::find()
@@ -461,8 +459,8 @@ mod tests {
         let queries = Arc::new(AtomicUsize::new(0));
         let grant = Grant {
             tenant: Tenant {
-                gym_id: Uuid::now_v7(),
-                owner_gym_id: Uuid::now_v7(),
+                gym_id: GymId::generate(),
+                owner_gym_id: GymId::generate(),
                 key_id: Uuid::now_v7(),
                 environment: Environment::Live,
                 timezone: chrono_tz::UTC,

@@ -1,8 +1,8 @@
 //! `gymapi device`: the front-desk devices of a gym and of its sandbox.
 
 use clap::Subcommand;
+use entity::ids::GymId;
 use serde_json::json;
-use uuid::Uuid;
 
 use super::{Failure, open, opt_time, print};
 use crate::{
@@ -17,7 +17,7 @@ pub(super) enum DeviceCommand {
     /// The devices of a gym and of its sandbox, oldest first, with whether each is online.
     List {
         #[arg(long)]
-        gym: Uuid,
+        gym: GymId,
         #[arg(long)]
         json: bool,
     },

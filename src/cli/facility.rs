@@ -1,6 +1,7 @@
 //! `gymapi facility`: the locations of a gym and of its sandbox.
 
 use clap::Subcommand;
+use entity::ids::GymId;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -17,7 +18,7 @@ pub(super) enum FacilityCommand {
     /// Add a facility; prints its id.
     Create {
         #[arg(long)]
-        gym: Uuid,
+        gym: GymId,
         /// The facility belongs to the gym's sandbox instead.
         #[arg(long)]
         sandbox: bool,
@@ -38,7 +39,7 @@ pub(super) enum FacilityCommand {
     /// The facilities of a gym and of its sandbox, oldest first.
     List {
         #[arg(long)]
-        gym: Uuid,
+        gym: GymId,
         #[arg(long)]
         json: bool,
     },
@@ -64,7 +65,7 @@ pub(super) enum FacilityCommand {
 
 /// A facility as `--json` prints it; `owner` is the gym the command named (a facility of another
 /// gym id is of its sandbox).
-fn facility_json(f: &entity::facility::Model, owner: Uuid) -> serde_json::Value {
+fn facility_json(f: &entity::facility::Model, owner: GymId) -> serde_json::Value {
     json!({
         "id": f.id,
         "gym_id": f.gym_id,
@@ -78,7 +79,7 @@ fn facility_json(f: &entity::facility::Model, owner: Uuid) -> serde_json::Value 
     })
 }
 
-fn line(f: &entity::facility::Model, owner: Uuid) -> String {
+fn line(f: &entity::facility::Model, owner: GymId) -> String {
     let sandbox = if f.gym_id == owner { "" } else { " (sandbox)" };
     let state = f.archived_at.map_or_else(|| "open".to_string(), |t| format!("archived {}", rfc3339(t)));
     format!("{}  {}{}  {}  {}", f.id, f.name, sandbox, f.timezone.as_deref().unwrap_or("gym's time zone"), state)

@@ -2,9 +2,9 @@
 
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand, ValueEnum};
+use entity::ids::GymId;
 use entity::states::SubscriptionStatus;
 use serde_json::json;
-use uuid::Uuid;
 
 use super::{Failure, bad_input, key_cache, open, opt_time, print};
 use crate::{
@@ -33,7 +33,7 @@ pub(super) enum GymCommand {
 
 #[derive(Args, Debug)]
 pub(super) struct GymUpdateArgs {
-    id: Uuid,
+    id: GymId,
     #[arg(long)]
     api_access: Option<OnOff>,
     #[arg(long)]
@@ -70,7 +70,7 @@ pub(super) enum SandboxCommand {
     /// Provision the gym's sandbox (one per gym).
     Provision {
         #[arg(long)]
-        gym: Uuid,
+        gym: GymId,
         #[arg(long)]
         json: bool,
     },

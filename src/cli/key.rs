@@ -1,6 +1,7 @@
 //! `gymapi key`: a gym's API keys (the full key is printed once, at creation or roll).
 
 use clap::{Subcommand, ValueEnum};
+use entity::ids::GymId;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -23,7 +24,7 @@ pub(super) enum KeyCommand {
     /// Create a key; the full key is printed once.
     Create {
         #[arg(long)]
-        gym: Uuid,
+        gym: GymId,
         #[arg(long = "env")]
         env: EnvArg,
         #[arg(long)]
@@ -34,7 +35,7 @@ pub(super) enum KeyCommand {
     /// List a gym's keys.
     List {
         #[arg(long)]
-        gym: Uuid,
+        gym: GymId,
         #[arg(long)]
         json: bool,
     },

@@ -1,11 +1,11 @@
 //! `gymapi user`: the gym users who sign in to the settings area.
 
+use entity::ids::GymId;
 use std::io::Read as _;
 
 use clap::{Subcommand, ValueEnum};
 use entity::states::Role;
 use serde_json::json;
-use uuid::Uuid;
 
 use super::{Failure, bad_input, open, print};
 use crate::{
@@ -24,7 +24,7 @@ pub(super) enum UserCommand {
     /// Create a gym user; the password is read from standard input.
     Create {
         #[arg(long)]
-        gym: Uuid,
+        gym: GymId,
         #[arg(long)]
         email: String,
         #[arg(long)]

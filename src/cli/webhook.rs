@@ -1,6 +1,7 @@
 //! `gymapi webhook`: a gym's webhook endpoints (the signing secret is printed once).
 
 use clap::Subcommand;
+use entity::ids::GymId;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -12,7 +13,7 @@ pub(super) enum WebhookCommand {
     /// Add an endpoint; prints its signing secret (shown once).
     Create {
         #[arg(long)]
-        gym: Uuid,
+        gym: GymId,
         /// The endpoint receives the events of the gym's sandbox instead.
         #[arg(long)]
         sandbox: bool,
@@ -27,7 +28,7 @@ pub(super) enum WebhookCommand {
     /// The endpoints of a gym and of its sandbox.
     List {
         #[arg(long)]
-        gym: Uuid,
+        gym: GymId,
         #[arg(long)]
         json: bool,
     },

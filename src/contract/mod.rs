@@ -2,6 +2,7 @@
 //! are what the document says. Every problem of a request is reported at once, keyed by field, in
 //! the documented 422 body (`ValidationError`); poem-openapi's own parsing only ever sees valid requests.
 
+use entity::ids::GymId;
 use std::{collections::BTreeMap, sync::Arc};
 
 use anyhow::{Context as _, anyhow, bail};
@@ -63,7 +64,7 @@ pub trait Rules: Send + Sync {
     fn check<'a>(
         &'a self,
         operation: &'a str,
-        gym_id: uuid::Uuid,
+        gym_id: GymId,
         path: &'a str,
         body: &'a Value,
         refused: &'a FieldErrors,

@@ -22,9 +22,9 @@
 //! statement, so they see one committed state.
 
 use chrono::{DateTime, Utc};
+use entity::ids::GymId;
 use rand::Rng;
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, Statement, Value};
-use uuid::Uuid;
 
 use crate::db::{add_up_statement, placeholders};
 
@@ -37,7 +37,7 @@ pub const SHARDS: i16 = 16;
 /// Adds several deltas to counters of one gym in one statement (names must differ), all to one
 /// shard picked at random, creating the rows that do not exist. The rows are written in the order
 /// of their names, so two writers that meet on a shard lock its rows in the same order.
-pub async fn add_many(db: &impl ConnectionTrait, gym_id: Uuid, deltas: &[(String, i64)]) -> Result<(), DbErr> {
+pub async fn add_many(db: &impl ConnectionTrait, gym_id: GymId, deltas: &[(String, i64)]) -> Result<(), DbErr> {
     if let Some(statement) = add_many_statement(db.get_database_backend(), gym_id, deltas) {
         db.execute(statement).await?;
     }
@@ -45,7 +45,7 @@ pub async fn add_many(db: &impl ConnectionTrait, gym_id: Uuid, deltas: &[(String
 }
 
 /// The statement of [`add_many`], for a [`crate::db::Writes`]; `None` when every delta is 0.
-pub fn add_many_statement(backend: DbBackend, gym_id: Uuid, deltas: &[(String, i64)]) -> Option<Statement> {
+pub fn add_many_statement(backend: DbBackend, gym_id: GymId, deltas: &[(String, i64)]) -> Option<Statement> {
     let mut deltas: Vec<&(String, i64)> = deltas.iter().filter(|(_, d)| *d != 0).collect();
     if deltas.is_empty() {
         return None;
@@ -100,7 +100,7 @@ pub const ALL: [Counted; 6] =
 /// counter minus the rows created after `as_of`, in one statement, so both parts see one snapshot.
 pub async fn total_as_of(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     list: Counted,
     label: Option<&str>,
     as_of: DateTime<Utc>,
@@ -114,7 +114,12 @@ pub async fn total_as_of(
 
 /// [`total_as_of`] as a scalar SQL expression (`?` placeholders) and its values, for a statement
 /// that reads several figures at once.
-pub fn total_as_of_sql(gym_id: Uuid, list: Counted, label: Option<&str>, as_of: DateTime<Utc>) -> (String, Vec<Value>) {
+pub fn total_as_of_sql(
+    gym_id: GymId,
+    list: Counted,
+    label: Option<&str>,
+    as_of: DateTime<Utc>,
+) -> (String, Vec<Value>) {
     let name = list.name(label);
     let Counted { table, label: column, .. } = list;
     let (label_filter, mut values): (String, Vec<Value>) = match label {
@@ -159,7 +164,7 @@ fn versions() -> Vec<(String, i64)> {
 /// Members of a gym (optionally of one status) created at or before `as_of`.
 pub async fn members_as_of(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     status: Option<&str>,
     as_of: DateTime<Utc>,
 ) -> Result<i64, DbErr> {
@@ -168,7 +173,7 @@ pub async fn members_as_of(
 
 /// Rebuilds every counter of a gym from its rows (after a bulk load, or to repair) into shard 0, and bumps
 /// the lists' versions, which it keeps.
-pub async fn recount(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<(), DbErr> {
+pub async fn recount(db: &impl ConnectionTrait, gym_id: GymId) -> Result<(), DbErr> {
     let backend = db.get_database_backend();
     let run =
         |sql: String, values: Vec<Value>| Statement::from_sql_and_values(backend, placeholders(backend, &sql), values);

@@ -18,6 +18,7 @@
 //! the database). Lists with `updated_since` are always counted. The cache holds [`CAPACITY`]
 //! searches; when it is full the least recently used quarter goes.
 
+use entity::ids::GymId;
 use std::{
     collections::HashMap,
     sync::{Mutex, PoisonError},
@@ -25,7 +26,6 @@ use std::{
 
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DbErr, FromQueryResult, Statement, Value};
-use uuid::Uuid;
 
 use super::{COUNTER, MEMBERS_VERSION};
 use crate::db::placeholders;
@@ -36,7 +36,7 @@ pub const CAPACITY: usize = 4_096;
 /// A search: the gym, the status filter and the LIKE pattern of the term.
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub struct Search {
-    pub gym_id: Uuid,
+    pub gym_id: GymId,
     pub status: Option<&'static str>,
     pub pattern: String,
 }
@@ -118,7 +118,7 @@ pub struct MembersState {
 }
 
 /// Reads [`MembersState`] in one statement (two index lookups).
-pub async fn members_state(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<MembersState, DbErr> {
+pub async fn members_state(db: &impl ConnectionTrait, gym_id: GymId) -> Result<MembersState, DbErr> {
     let backend = db.get_database_backend();
     let sql = placeholders(
         backend,
@@ -136,7 +136,7 @@ mod tests {
     use super::*;
 
     fn search(n: usize) -> Search {
-        Search { gym_id: Uuid::nil(), status: None, pattern: format!("%{n}%") }
+        Search { gym_id: GymId(uuid::Uuid::nil()), status: None, pattern: format!("%{n}%") }
     }
 
     #[test]

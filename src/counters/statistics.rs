@@ -11,6 +11,7 @@
 //! versions live in the database, so several servers on one database stay exact; each keeps its
 //! own figures, one entry per gym.
 
+use entity::ids::GymId;
 use std::{
     collections::HashMap,
     sync::{Mutex, PoisonError},
@@ -23,7 +24,6 @@ use sea_orm::{
     ColumnTrait, ConnectionTrait, DbErr, EntityTrait, FromQueryResult, QueryFilter, QuerySelect, Statement, Value,
     sea_query::Expr,
 };
-use uuid::Uuid;
 
 use super::{
     ATTENDANCE_VERSION, COUNTER, MEMBER_ROWS, MEMBERS_VERSION, MEMBERSHIPS_VERSION, PURCHASES_VERSION, total_as_of_sql,
@@ -42,7 +42,7 @@ pub struct StatisticsState {
     pub facilities: i64,
 }
 
-async fn statistics_state(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<StatisticsState, DbErr> {
+async fn statistics_state(db: &impl ConnectionTrait, gym_id: GymId) -> Result<StatisticsState, DbErr> {
     let backend = db.get_database_backend();
     let sql = placeholders(
         backend,
@@ -87,7 +87,7 @@ pub struct Figures {
 /// `day` (its first instant and the next day's), in one statement.
 async fn figures(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     today: NaiveDate,
     day: (DateTime<Utc>, DateTime<Utc>),
     at: DateTime<Utc>,
@@ -139,17 +139,17 @@ const CAPACITY: usize = 10_000;
 /// The summaries kept by this process, one per gym (the newest computed).
 #[derive(Default)]
 pub struct KeptStatistics {
-    kept: Mutex<HashMap<Uuid, Kept>>,
+    kept: Mutex<HashMap<GymId, Kept>>,
 }
 
 impl KeptStatistics {
     /// The summary kept for the gym, if it was computed at `key`.
-    fn get(&self, gym_id: Uuid, key: &Key) -> Option<Kept> {
+    fn get(&self, gym_id: GymId, key: &Key) -> Option<Kept> {
         let kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
         kept.get(&gym_id).filter(|k| k.key == *key).cloned()
     }
 
-    fn put(&self, gym_id: Uuid, summary: Kept) {
+    fn put(&self, gym_id: GymId, summary: Kept) {
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
         if kept.len() >= CAPACITY && !kept.contains_key(&gym_id) {
             kept.clear();
@@ -185,7 +185,7 @@ pub struct Summary {
 pub async fn summary(
     db: &impl ConnectionTrait,
     kept: &KeptStatistics,
-    gym_id: Uuid,
+    gym_id: GymId,
     tz: Tz,
     at: DateTime<Utc>,
 ) -> anyhow::Result<Summary> {

@@ -1,6 +1,7 @@
 //! `Doors`: the door's access decisions, and its commands by long poll.
 
 use chrono_tz::Tz;
+use entity::ids::MemberId;
 use entity::states::{CommandState, DeviceKind};
 
 use super::{DeviceHandlers, gym, wait};
@@ -73,7 +74,7 @@ impl DoorsApi for DeviceHandlers {
             id: e.id,
             device_id: door.id,
             facility_id: e.facility_id,
-            member_id: e.member_id.into(),
+            member_id: e.member_id.map(MemberId::uuid).into(),
             decision: match decision.denial {
                 None => AccessOutcome::Granted,
                 Some(_) => AccessOutcome::Denied,

@@ -12,9 +12,9 @@ mod rings;
 mod terminals;
 
 use chrono::{DateTime, Utc};
+use entity::ids::GymId;
 use entity::{device, states::DeviceKind};
 use sea_orm::EntityTrait;
-use uuid::Uuid;
 
 use crate::{
     context::RequestContext, errors::ApiError, frontdesk::devices, openapi::device_api as doc, state::AppState,
@@ -124,6 +124,6 @@ fn wait(seconds: i64) -> std::time::Duration {
 }
 
 /// The gym of a request, for the topics of its long polls.
-fn gym(ctx: &RequestContext) -> Uuid {
+fn gym(ctx: &RequestContext) -> GymId {
     ctx.tenant.gym_id
 }

@@ -2,6 +2,7 @@
 //! payment and a print job are shared with `terminals` and `printers`.
 
 use chrono::{DateTime, Utc};
+use entity::ids::MemberId;
 use entity::{payment_job, print_job, purchase};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
@@ -89,7 +90,7 @@ pub(super) fn order(s: &Sale, gym: (&str, &str), at: DateTime<Utc>) -> Order {
         id: p.id,
         device_id: p.device_id.into(),
         facility_id: p.facility_id.unwrap_or_default(),
-        member_id: p.member_id.into(),
+        member_id: p.member_id.map(MemberId::uuid).into(),
         lines: s
             .lines
             .iter()
@@ -155,7 +156,7 @@ impl OrdersApi for DeviceHandlers {
         let new = NewOrder {
             device_id: b.device_id.take(),
             facility_id: b.facility_id.take(),
-            member_id: b.member_id.take(),
+            member_id: b.member_id.take().map(MemberId::from),
             lines: b.lines.iter().map(|l| (l.product_id, l.quantity)).collect(),
         };
         if let Some(kiosk) = new.device_id {

@@ -4,6 +4,7 @@
 //! handed out twice, whatever polls, servers or retries race for it. Every change that a long
 //! poll waits for signals its topic ([`rings_topic`], [`door_topic`]).
 
+use entity::ids::GymId;
 use std::{sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
@@ -34,12 +35,12 @@ const CLAIM: i64 = 20;
 const RINGS: u64 = 100;
 
 /// The topic of a gym's rings.
-pub fn rings_topic(gym_id: Uuid) -> String {
+pub fn rings_topic(gym_id: GymId) -> String {
     format!("rings:{gym_id}")
 }
 
 /// The topic of a door's commands.
-pub fn door_topic(gym_id: Uuid, door_id: Uuid) -> String {
+pub fn door_topic(gym_id: GymId, door_id: Uuid) -> String {
     format!("door:{gym_id}:{door_id}")
 }
 
@@ -96,7 +97,7 @@ pub async fn ring(
 /// The gym's pending rings (of one facility, if given), oldest first.
 pub async fn pending(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     facility: Option<Uuid>,
 ) -> Result<Vec<ring::Model>, ApiError> {
     let mut q = ring::Entity::find()
@@ -110,7 +111,7 @@ pub async fn pending(
 }
 
 /// The ring `id` of the gym, or 404.
-async fn find_ring(db: &impl ConnectionTrait, gym_id: Uuid, id: &str) -> Result<ring::Model, ApiError> {
+async fn find_ring(db: &impl ConnectionTrait, gym_id: GymId, id: &str) -> Result<ring::Model, ApiError> {
     let missing = || ApiError::not_found("ring", id);
     let uuid = Uuid::parse_str(id).map_err(|_| missing())?;
     ring::Entity::find_by_id((gym_id, uuid)).one(db).await?.ok_or_else(missing)
@@ -155,7 +156,7 @@ async fn answer(
 pub async fn open(
     db: &Db,
     wakes: &Arc<Wakes>,
-    gym_id: Uuid,
+    gym_id: GymId,
     ring_id: &str,
     door_id: Uuid,
     ttl: Duration,
@@ -194,7 +195,7 @@ pub async fn open(
 }
 
 /// Answers a pending ring without opening.
-pub async fn dismiss(db: &Db, gym_id: Uuid, ring_id: &str) -> Result<ring::Model, ApiError> {
+pub async fn dismiss(db: &Db, gym_id: GymId, ring_id: &str) -> Result<ring::Model, ApiError> {
     let r = find_ring(db, gym_id, ring_id).await?;
     let at = now();
     let txn = begin_writing(db).await?;

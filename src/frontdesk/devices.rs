@@ -1,6 +1,7 @@
 //! The devices of a gym's facilities: registered by the companion app, renamed, moved and removed
 //! by gym users, seen alive through their requests.
 
+use entity::ids::GymId;
 use std::{
     collections::HashMap,
     sync::{Mutex, PoisonError},
@@ -48,7 +49,7 @@ pub fn noun(kind: Option<DeviceKind>) -> &'static str {
 /// Registers a device of a facility of the gym (its first facility when none is given).
 pub async fn register(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     kind: DeviceKind,
     name: &str,
     facility_id: Option<Uuid>,
@@ -138,7 +139,7 @@ fn name_of(name: &str) -> Result<String, Refused> {
 }
 
 /// Whether `id` is an open facility of the gym.
-async fn open_facility(db: &impl ConnectionTrait, gym_id: Uuid, id: Uuid) -> Result<(), Refused> {
+async fn open_facility(db: &impl ConnectionTrait, gym_id: GymId, id: Uuid) -> Result<(), Refused> {
     match entity::facility::Entity::find_by_id((gym_id, id)).one(db).await? {
         None => Err(Refused::UnknownFacility),
         Some(f) if f.open_id.is_none() => Err(Refused::ArchivedFacility),
@@ -169,7 +170,7 @@ pub async fn apply(
 /// The device `id` of the gym, of `kind` when one is given; 404 naming the kind otherwise.
 pub async fn find(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     id: &str,
     kind: Option<DeviceKind>,
 ) -> Result<device::Model, ApiError> {
@@ -186,7 +187,7 @@ pub async fn find(
 /// statement: a door's "today" is its facility's.
 pub async fn find_door(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     id: &str,
 ) -> Result<(device::Model, Option<String>), ApiError> {
     use sea_orm::{FromQueryResult, Statement};
@@ -208,7 +209,7 @@ pub async fn find_door(
 }
 
 /// The devices of a gym and of its sandbox, oldest first, for the settings area and the CLI.
-pub async fn all_of(db: &impl ConnectionTrait, actor: &Actor, gym_id: Uuid) -> accounts::Result<Vec<device::Model>> {
+pub async fn all_of(db: &impl ConnectionTrait, actor: &Actor, gym_id: GymId) -> accounts::Result<Vec<device::Model>> {
     actor.require_view(gym_id)?;
     let mut all = Vec::new();
     for gym in accounts::with_sandbox(db, gym_id).await? {
@@ -229,7 +230,7 @@ pub async fn all_of(db: &impl ConnectionTrait, actor: &Actor, gym_id: Uuid) -> a
 pub async fn page_of(
     db: &impl ConnectionTrait,
     actor: &Actor,
-    gym_id: Uuid,
+    gym_id: GymId,
     (page, per_page): (u64, u64),
 ) -> accounts::Result<(Vec<device::Model>, u64)> {
     actor.require_view(gym_id)?;
@@ -267,7 +268,7 @@ pub async fn page_of(
 pub async fn one_of(
     db: &impl ConnectionTrait,
     actor: &Actor,
-    owner: Uuid,
+    owner: GymId,
     id: Uuid,
 ) -> accounts::Result<device::Model> {
     actor.require_view(owner)?;
@@ -275,12 +276,12 @@ pub async fn one_of(
 }
 
 /// A device the actor may manage (of their gym or its sandbox).
-async fn managed(db: &impl ConnectionTrait, actor: &Actor, owner: Uuid, id: Uuid) -> accounts::Result<device::Model> {
+async fn managed(db: &impl ConnectionTrait, actor: &Actor, owner: GymId, id: Uuid) -> accounts::Result<device::Model> {
     actor.require(Permission::SettingsManage, owner)?;
     in_gym_or_sandbox(db, owner, id).await
 }
 
-async fn in_gym_or_sandbox(db: &impl ConnectionTrait, owner: Uuid, id: Uuid) -> accounts::Result<device::Model> {
+async fn in_gym_or_sandbox(db: &impl ConnectionTrait, owner: GymId, id: Uuid) -> accounts::Result<device::Model> {
     for gym in accounts::with_sandbox(db, owner).await? {
         if let Some(d) = device::Entity::find_by_id((gym, id)).one(db).await? {
             return Ok(d);
@@ -293,7 +294,7 @@ async fn in_gym_or_sandbox(db: &impl ConnectionTrait, owner: Uuid, id: Uuid) -> 
 pub async fn change(
     db: &DatabaseConnection,
     actor: &Actor,
-    owner: Uuid,
+    owner: GymId,
     id: Uuid,
     change: DeviceChange,
 ) -> accounts::Result<device::Model> {
@@ -302,7 +303,7 @@ pub async fn change(
 }
 
 /// Removes a device with its rings and commands (they go with it).
-pub async fn remove(db: &DatabaseConnection, actor: &Actor, owner: Uuid, id: Uuid) -> accounts::Result<()> {
+pub async fn remove(db: &DatabaseConnection, actor: &Actor, owner: GymId, id: Uuid) -> accounts::Result<()> {
     let d = managed(db, actor, owner, id).await?;
     device::Entity::delete_by_id((d.gym_id, d.id)).exec(db).await?;
     Ok(())
@@ -313,11 +314,11 @@ pub async fn remove(db: &DatabaseConnection, actor: &Actor, owner: Uuid, id: Uui
 /// off the request's path).
 #[derive(Default)]
 pub struct Heartbeats {
-    seen: Mutex<HashMap<(Uuid, Uuid), Instant>>,
+    seen: Mutex<HashMap<(GymId, Uuid), Instant>>,
 }
 
 impl Heartbeats {
-    pub fn seen(&self, db: &DatabaseConnection, gym_id: Uuid, device_id: Uuid) {
+    pub fn seen(&self, db: &DatabaseConnection, gym_id: GymId, device_id: Uuid) {
         let at = Instant::now();
         {
             let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
@@ -341,7 +342,7 @@ impl Heartbeats {
 /// Writes `at` as the device's `last_seen_at`, unless a write within [`SEEN_EVERY`] did.
 pub async fn mark_seen(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     device_id: Uuid,
     at: DateTime<Utc>,
 ) -> Result<(), sea_orm::DbErr> {

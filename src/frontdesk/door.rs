@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use chrono_tz::Tz;
+use entity::ids::{GymId, MemberId};
 use entity::{
     attendance, device, member,
     states::{AttendanceKind, AttendanceStatus, MemberStatus},
@@ -84,7 +85,7 @@ pub async fn decide(db: &Db, door: &device::Model, tz: Tz, who: &Who) -> Result<
 /// The attendance entry that records a decision at `door`.
 fn entry(
     door: &device::Model,
-    member_id: Option<Uuid>,
+    member_id: Option<MemberId>,
     denial: Option<Denial>,
     at: DateTime<Utc>,
 ) -> attendance::Model {
@@ -130,7 +131,7 @@ fn writes(backend: DbBackend, entry: &attendance::Model, audience: Audience) -> 
 /// members: rows elsewhere that refer to the member are not held up.
 async fn find_member(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     who: &Who,
     today: NaiveDate,
 ) -> Result<(Option<member::Model>, Vec<Running>), ApiError> {
@@ -183,8 +184,8 @@ fn midnight(tz: Tz, day: NaiveDate) -> Option<DateTime<Utc>> {
 /// limit (counted now, after the member's lock).
 async fn membership_denial(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
-    member_id: Uuid,
+    gym_id: GymId,
+    member_id: MemberId,
     running: &[Running],
     tz: Tz,
     at: DateTime<Utc>,

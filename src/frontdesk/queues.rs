@@ -3,6 +3,7 @@
 //! a card terminal and a fiscal printer for their facility's payments and receipts, a kiosk for
 //! its open orders to be paid.
 
+use entity::ids::GymId;
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
@@ -104,9 +105,9 @@ pub async fn of(db: &impl ConnectionTrait, d: &device::Model) -> Result<Queue, D
 pub async fn of_many(db: &impl ConnectionTrait, devices: &[device::Model]) -> Result<Vec<Queue>, DbErr> {
     let at = now();
     // By table too: a terminal and a printer of one facility count different queues of it.
-    let mut counts: HashMap<(&str, Uuid, Uuid), i64> = HashMap::new();
+    let mut counts: HashMap<(&str, GymId, Uuid), i64> = HashMap::new();
     let mut failures: HashMap<Uuid, (String, DateTime<Utc>)> = HashMap::new();
-    let mut groups: BTreeMap<(Uuid, &str), Vec<&device::Model>> = BTreeMap::new();
+    let mut groups: BTreeMap<(GymId, &str), Vec<&device::Model>> = BTreeMap::new();
     for d in devices {
         groups.entry((d.gym_id, spec(d.kind).table)).or_default().push(d);
     }
@@ -147,7 +148,7 @@ fn distinct(devices: &[&device::Model], each: impl Fn(&device::Model) -> Uuid) -
 async fn count(
     db: &impl ConnectionTrait,
     spec: &Spec,
-    gym: Uuid,
+    gym: GymId,
     devices: &[&device::Model],
     at: DateTime<Utc>,
 ) -> Result<HashMap<Uuid, i64>, DbErr> {
@@ -173,7 +174,7 @@ async fn latest_failures(
     db: &impl ConnectionTrait,
     spec: &Spec,
     (reason, failed): (&str, &str),
-    gym: Uuid,
+    gym: GymId,
     devices: &[&device::Model],
 ) -> Result<HashMap<Uuid, (String, DateTime<Utc>)>, DbErr> {
     let ids = distinct(devices, |d| d.id);

@@ -6,6 +6,7 @@
 //! (`crate::purchases`), and each transaction locks the sale's row before its jobs, the receipt
 //! sequence and the counters, in that order.
 
+use entity::ids::{GymId, MemberId};
 use std::{collections::HashMap, sync::Arc};
 
 use chrono::{DateTime, Utc};
@@ -51,18 +52,18 @@ pub struct NewOrder {
     /// The kiosk taking it.
     pub device_id: Option<Uuid>,
     pub facility_id: Option<Uuid>,
-    pub member_id: Option<Uuid>,
+    pub member_id: Option<MemberId>,
     /// Products and quantities, in order.
     pub lines: Vec<(Uuid, i32)>,
 }
 
 /// The topic of a facility's payments, which its card terminals wait on.
-pub fn payments_topic(gym_id: Uuid, facility_id: Uuid) -> String {
+pub fn payments_topic(gym_id: GymId, facility_id: Uuid) -> String {
     format!("payments:{gym_id}:{facility_id}")
 }
 
 /// The topic of a facility's receipts, which its fiscal printers wait on.
-pub fn receipts_topic(gym_id: Uuid, facility_id: Uuid) -> String {
+pub fn receipts_topic(gym_id: GymId, facility_id: Uuid) -> String {
     format!("receipts:{gym_id}:{facility_id}")
 }
 
@@ -72,7 +73,7 @@ pub fn receipts_topic(gym_id: Uuid, facility_id: Uuid) -> String {
 pub async fn order(
     db: &Db,
     wakes: &Arc<Wakes>,
-    (gym_id, first_facility): (Uuid, Option<Uuid>),
+    (gym_id, first_facility): (GymId, Option<Uuid>),
     new: NewOrder,
 ) -> Result<(Sale, Queued), ApiError> {
     let (facility_id, priced) = checked(db, gym_id, first_facility, &new).await?;
@@ -108,7 +109,7 @@ struct Priced {
 /// The order's facility and its priced lines, or the 422 naming every problem.
 async fn checked(
     db: &Db,
-    gym_id: Uuid,
+    gym_id: GymId,
     first_facility: Option<Uuid>,
     new: &NewOrder,
 ) -> Result<(Uuid, Vec<Priced>), ApiError> {
@@ -151,7 +152,7 @@ async fn checked(
 /// Each line priced from its product, all in the first line's currency; problems named by line.
 async fn price(
     db: &Db,
-    gym_id: Uuid,
+    gym_id: GymId,
     lines: &[(Uuid, i32)],
     errors: &mut FieldErrors,
 ) -> Result<Vec<Priced>, ApiError> {
@@ -193,7 +194,7 @@ async fn price(
     Ok(priced)
 }
 
-async fn has_terminal(db: &Db, gym_id: Uuid, facility_id: Uuid) -> Result<bool, ApiError> {
+async fn has_terminal(db: &Db, gym_id: GymId, facility_id: Uuid) -> Result<bool, ApiError> {
     let terminals = device::Entity::find()
         .filter(device::Column::GymId.eq(gym_id))
         .filter(device::Column::FacilityId.eq(facility_id))
@@ -204,7 +205,7 @@ async fn has_terminal(db: &Db, gym_id: Uuid, facility_id: Uuid) -> Result<bool, 
 }
 
 /// The sale an order makes, with its items and its payment job, before it is written.
-fn sale_of(gym_id: Uuid, facility_id: Uuid, new: &NewOrder, priced: Vec<Priced>, at: DateTime<Utc>) -> Sale {
+fn sale_of(gym_id: GymId, facility_id: Uuid, new: &NewOrder, priced: Vec<Priced>, at: DateTime<Utc>) -> Sale {
     let id = new_id();
     let currency = priced.first().map(|l| l.product.currency.clone()).unwrap_or_default();
     let total: i64 = priced.iter().map(|l| l.line_amount).sum();
@@ -268,7 +269,7 @@ fn payment_job(p: &purchase::Model, facility_id: Uuid, at: DateTime<Utc>) -> pay
 }
 
 /// The order `id` of the gym (a sale made at the counter), or 404.
-pub async fn find(db: &impl ConnectionTrait, gym_id: Uuid, id: &str) -> Result<Sale, ApiError> {
+pub async fn find(db: &impl ConnectionTrait, gym_id: GymId, id: &str) -> Result<Sale, ApiError> {
     let missing = || ApiError::not_found("order", id);
     let uuid = Uuid::parse_str(id).map_err(|_| missing())?;
     let p = purchase::Entity::find_by_id((gym_id, uuid)).one(db).await?.filter(|p| p.facility_id.is_some());
@@ -278,7 +279,7 @@ pub async fn find(db: &impl ConnectionTrait, gym_id: Uuid, id: &str) -> Result<S
 
 /// A sale of the gym with its items and, of its jobs, those `refund_due` (what its record shows),
 /// its row locked for the rest of the transaction: what a change that fires the sale's event needs.
-pub async fn locked_with_items(db: &impl ConnectionTrait, gym_id: Uuid, id: Uuid) -> Result<Option<Sale>, ApiError> {
+pub async fn locked_with_items(db: &impl ConnectionTrait, gym_id: GymId, id: Uuid) -> Result<Option<Sale>, ApiError> {
     let Some(purchase) = lock(db, gym_id, id).await? else { return Ok(None) };
     let mut sale = items_of(db, purchase).await?;
     sale.payments = purchases::refunds_of(db, gym_id, &[id]).await?.remove(&id).unwrap_or_default();
@@ -286,7 +287,7 @@ pub async fn locked_with_items(db: &impl ConnectionTrait, gym_id: Uuid, id: Uuid
 }
 
 /// A sale of the gym with its items only (not its jobs): what its receipt needs.
-pub async fn with_items(db: &impl ConnectionTrait, gym_id: Uuid, id: Uuid) -> Result<Option<Sale>, ApiError> {
+pub async fn with_items(db: &impl ConnectionTrait, gym_id: GymId, id: Uuid) -> Result<Option<Sale>, ApiError> {
     let found = purchase::Entity::find_by_id((gym_id, id)).one(db).await?.filter(|p| p.facility_id.is_some());
     let Some(purchase) = found else { return Ok(None) };
     items_of(db, purchase).await.map(Some)
@@ -301,7 +302,7 @@ async fn items_of(db: &impl ConnectionTrait, purchase: purchase::Model) -> Resul
 /// These sales of a gym with their items and jobs (three queries however many).
 pub async fn sales_of(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     rows: Vec<purchase::Model>,
 ) -> Result<Vec<Sale>, sea_orm::DbErr> {
     let ids: Vec<Uuid> = rows.iter().map(|p| p.id).collect();
@@ -343,7 +344,7 @@ pub async fn sales_of(
 /// file): every change of a sale takes it first.
 pub(super) async fn lock(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     id: Uuid,
 ) -> Result<Option<purchase::Model>, ApiError> {
     let backend = db.get_database_backend();
@@ -386,7 +387,7 @@ pub(super) fn moved(
 
 /// The gym's next receipt number: one row per gym, locked from here to the commit, so numbers
 /// follow the commits of paid sales, none skipped or used twice, whatever the servers.
-pub(super) async fn next_receipt_number(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<i64, ApiError> {
+pub(super) async fn next_receipt_number(db: &impl ConnectionTrait, gym_id: GymId) -> Result<i64, ApiError> {
     let backend = db.get_database_backend();
     let sql = placeholders(
         backend,
@@ -400,7 +401,7 @@ pub(super) async fn next_receipt_number(db: &impl ConnectionTrait, gym_id: Uuid)
 
 /// A `failed` order is `pending` again, with a new payment job. Returns the sale and whether a
 /// webhook delivery was queued.
-pub async fn retry(db: &Db, wakes: &Arc<Wakes>, gym_id: Uuid, id: &str) -> Result<(Sale, Queued), ApiError> {
+pub async fn retry(db: &Db, wakes: &Arc<Wakes>, gym_id: GymId, id: &str) -> Result<(Sale, Queued), ApiError> {
     let mut sale = find(db, gym_id, id).await?;
     let audience = webhooks::audience(db, gym_id, EventType::PurchaseUpdated).await?;
     let txn = begin_writing(db).await?;
@@ -424,7 +425,7 @@ pub async fn retry(db: &Db, wakes: &Arc<Wakes>, gym_id: Uuid, id: &str) -> Resul
 
 /// A `pending` order whose payment no terminal holds, or a `failed` one, is `cancelled`. Returns
 /// the sale and whether a webhook delivery was queued.
-pub async fn cancel(db: &Db, gym_id: Uuid, id: &str) -> Result<(Sale, Queued), ApiError> {
+pub async fn cancel(db: &Db, gym_id: GymId, id: &str) -> Result<(Sale, Queued), ApiError> {
     let mut sale = find(db, gym_id, id).await?;
     let audience = webhooks::audience(db, gym_id, EventType::PurchaseUpdated).await?;
     let txn = begin_writing(db).await?;
@@ -462,7 +463,7 @@ pub async fn cancel(db: &Db, gym_id: Uuid, id: &str) -> Result<(Sale, Queued), A
 /// for the cancel or skips them, so a job is either cancelled or taken, never both.
 async fn waiting_locked(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     purchase_id: Uuid,
 ) -> Result<Vec<payment_job::Model>, ApiError> {
     let backend = db.get_database_backend();
@@ -476,7 +477,7 @@ async fn waiting_locked(
 }
 
 /// A paid order whose last receipt failed to print gets a new print job with the same receipt.
-pub async fn reprint(db: &Db, wakes: &Arc<Wakes>, gym_id: Uuid, id: &str) -> Result<Sale, ApiError> {
+pub async fn reprint(db: &Db, wakes: &Arc<Wakes>, gym_id: GymId, id: &str) -> Result<Sale, ApiError> {
     let mut sale = find(db, gym_id, id).await?;
     let txn = begin_writing(db).await?;
     sale.purchase = lock(&txn, gym_id, sale.purchase.id).await?.ok_or_else(|| ApiError::not_found("order", id))?;

@@ -2,6 +2,7 @@
 //! (a terminal that vanished lets it go when the reservation lapses), and reports it approved or
 //! declined; the report moves the sale (`sales`).
 
+use entity::ids::GymId;
 use std::{sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
@@ -197,7 +198,7 @@ pub async fn report(
 
 /// The payment job `id` of the gym, its row locked for the rest of the transaction (PostgreSQL;
 /// SQLite's writer holds the file): a take of another terminal waits for it, or skips it.
-async fn locked(db: &impl ConnectionTrait, gym_id: Uuid, id: Uuid) -> Result<Option<payment_job::Model>, ApiError> {
+async fn locked(db: &impl ConnectionTrait, gym_id: GymId, id: Uuid) -> Result<Option<payment_job::Model>, ApiError> {
     let backend = db.get_database_backend();
     let sql = for_update(backend, "SELECT * FROM payment_jobs WHERE gym_id = ? AND id = ?");
     let statement = Statement::from_sql_and_values(backend, sql, [gym_id.into(), id.into()]);
@@ -334,7 +335,7 @@ struct Heading {
 }
 
 /// The heading of a receipt of facility `facility_id`, as the gym and the facility are now.
-async fn receipt_heading(db: &Db, gym_id: Uuid, facility_id: Uuid) -> Result<Option<Heading>, ApiError> {
+async fn receipt_heading(db: &Db, gym_id: GymId, facility_id: Uuid) -> Result<Option<Heading>, ApiError> {
     let (gym, facility) = tokio::try_join!(
         entity::gym::Entity::find_by_id(gym_id).one(db),
         entity::facility::Entity::find_by_id((gym_id, facility_id)).one(db),

@@ -1,6 +1,7 @@
 //! `POST /import/attendance` and `POST /import/access_logs`: check-ins and door events, one table
 //! with one legacy id space per kind. Granted check-ins add to their member's visit figures.
 
+use entity::ids::{GymId, MemberId};
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
@@ -9,7 +10,6 @@ use entity::{
     states::{AttendanceKind, AttendanceStatus},
 };
 use sea_orm::{ActiveValue::Set, DbErr};
-use uuid::Uuid;
 
 use super::{
     batch::{Batch, default_facility, field, finish, fresh_rows, missing, planned, run},
@@ -27,7 +27,7 @@ use crate::{
 /// Check-ins (`attendance`) and door events (`access_logs`).
 pub async fn attendance(
     db: &Db,
-    gym_id: Uuid,
+    gym_id: GymId,
     entity: ImportEntity,
     rows: Vec<ImportAttendanceRow>,
     dry_run: bool,
@@ -101,7 +101,7 @@ pub async fn attendance(
         use attendance::Column as C;
         let returning = [C::MemberId, C::Kind, C::Status, C::OccurredAt];
         // The members first, in the order of their ids, the counters last (see `lock_members`).
-        let mut members: Vec<Uuid> = models.iter().filter_map(|m| m.member_id.clone().take().flatten()).collect();
+        let mut members: Vec<MemberId> = models.iter().filter_map(|m| m.member_id.clone().take().flatten()).collect();
         members.sort_unstable();
         members.dedup();
         crate::attendance::lock_members(&txn, gym_id, &members).await?;
@@ -114,12 +114,12 @@ pub async fn attendance(
 }
 
 /// The visits of the check-ins a batch created, per member: how many, and the latest.
-fn visits(created: &[sea_orm::QueryResult]) -> Result<Vec<(Uuid, i64, DateTime<Utc>)>, DbErr> {
-    let mut visits: HashMap<Uuid, (i64, DateTime<Utc>)> = HashMap::new();
+fn visits(created: &[sea_orm::QueryResult]) -> Result<Vec<(MemberId, i64, DateTime<Utc>)>, DbErr> {
+    let mut visits: HashMap<MemberId, (i64, DateTime<Utc>)> = HashMap::new();
     for row in created {
         let kind: AttendanceKind = row.try_get("", "kind")?;
         let status: AttendanceStatus = row.try_get("", "status")?;
-        let member_id: Option<Uuid> = row.try_get("", "member_id")?;
+        let member_id: Option<MemberId> = row.try_get("", "member_id")?;
         let occurred_at: DateTime<Utc> = row.try_get("", "occurred_at")?;
         let (Some(member_id), true) = (member_id, crate::attendance::is_visit(kind, status)) else { continue };
         let v = visits.entry(member_id).or_insert((0, occurred_at));

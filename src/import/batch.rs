@@ -2,6 +2,7 @@
 //! one transaction, run again when a concurrent writer took one of its unique values meanwhile,
 //! and counted for `GET /import/status` and the `import.completed` event.
 
+use entity::ids::GymId;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
@@ -23,7 +24,7 @@ use crate::{
 /// would do.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Batch {
-    pub gym_id: Uuid,
+    pub gym_id: GymId,
     pub entity: ImportEntity,
     pub received: usize,
     pub dry_run: bool,
@@ -116,7 +117,7 @@ pub(super) fn missing(kind: &str, legacy_id: &str) -> String {
 pub(super) async fn fresh_rows<'r, E, R>(
     db: &impl ConnectionTrait,
     table: Legacy<E::Column>,
-    gym_id: Uuid,
+    gym_id: GymId,
     rows: &'r [R],
     legacy_id: impl Fn(&R) -> &str,
     errors: &mut FieldErrors,
@@ -141,7 +142,7 @@ pub(super) fn planned<M>(errors: FieldErrors, models: Vec<M>, at: DateTime<Utc>)
 }
 
 /// The facility imported members and unattributed entries go to: the gym's oldest.
-pub(super) async fn default_facility(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<Uuid, ApiError> {
+pub(super) async fn default_facility(db: &impl ConnectionTrait, gym_id: GymId) -> Result<Uuid, ApiError> {
     Ok(accounts::first_facility(db, gym_id).await?.ok_or_else(no_facility)?.id)
 }
 
@@ -224,7 +225,7 @@ where
 /// Adds a batch to the import counters of `GET /import/status`.
 async fn record_batch(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     entity: ImportEntity,
     tally: Tally,
     at: DateTime<Utc>,

@@ -1,6 +1,7 @@
 //! `POST /import/facilities`: the gym's locations, before the kinds that name them by
 //! `facility_legacy_id`.
 
+use entity::ids::GymId;
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
@@ -22,7 +23,7 @@ use crate::{
 
 pub async fn facilities(
     db: &Db,
-    gym_id: Uuid,
+    gym_id: GymId,
     rows: Vec<ImportFacilityRow>,
     dry_run: bool,
 ) -> Result<ImportResult, ApiError> {
@@ -62,7 +63,7 @@ pub async fn facilities(
 /// `must_be_open` (a member's home; history may name an archived one).
 pub(super) async fn facility_refs<'a>(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     named: impl Iterator<Item = (usize, &'a str)> + Clone,
     must_be_open: bool,
     errors: &mut FieldErrors,

@@ -1,6 +1,7 @@
 //! `POST /import/members`: members by legacy id, with their emails free in the gym and once in
 //! the batch. Rows and counters go through `crate::members`, as every member write does.
 
+use entity::ids::{GymId, MemberId};
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
@@ -25,17 +26,18 @@ use crate::{
 /// Member references of a batch: `legacy_id -> (id, facility_id)`.
 pub(super) async fn member_refs(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     ids: HashSet<&str>,
-) -> Result<HashMap<String, (Uuid, Uuid)>, DbErr> {
+) -> Result<HashMap<String, (MemberId, Uuid)>, DbErr> {
     use member::Column as C;
     let table = Legacy { gym: C::GymId, legacy: C::LegacyId, id: C::Id, extra: C::FacilityId, scope: None };
-    lookup::<member::Entity, Uuid>(db, table, gym_id, ids).await
+    let found = lookup::<member::Entity, Uuid>(db, table, gym_id, ids).await?;
+    Ok(found.into_iter().map(|(legacy, (id, facility))| (legacy, (id.into(), facility))).collect())
 }
 
 pub async fn members(
     db: &Db,
-    gym_id: Uuid,
+    gym_id: GymId,
     rows: Vec<ImportMemberRow>,
     dry_run: bool,
 ) -> Result<ImportResult, ApiError> {

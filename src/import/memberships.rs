@@ -1,9 +1,9 @@
 //! `POST /import/memberships`: the members' holdings of plans, referring to both by legacy id.
 
 use chrono::{DateTime, Utc};
+use entity::ids::GymId;
 use entity::member_membership;
 use sea_orm::ActiveValue::Set;
-use uuid::Uuid;
 
 use super::{
     batch::{Batch, field, finish, fresh_rows, missing, planned, run},
@@ -21,7 +21,7 @@ use crate::{
 
 pub async fn memberships(
     db: &Db,
-    gym_id: Uuid,
+    gym_id: GymId,
     rows: Vec<ImportMembershipRow>,
     dry_run: bool,
 ) -> Result<ImportResult, ApiError> {

@@ -18,11 +18,11 @@ mod plans;
 mod products;
 mod sql;
 
+use entity::ids::GymId;
 use std::collections::HashMap;
 
 use entity::import_counter;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
-use uuid::Uuid;
 
 pub use attendance::attendance;
 pub use batch::in_batch;
@@ -38,7 +38,7 @@ use crate::{
 };
 
 /// Every kind in import order, with zeros for the kinds not imported yet.
-pub async fn status(db: &impl ConnectionTrait, gym_id: Uuid) -> Result<ImportStatus, ApiError> {
+pub async fn status(db: &impl ConnectionTrait, gym_id: GymId) -> Result<ImportStatus, ApiError> {
     let rows = import_counter::Entity::find().filter(import_counter::Column::GymId.eq(gym_id)).all(db).await?;
     let mut by_entity: HashMap<String, import_counter::Model> =
         rows.into_iter().map(|r| (r.entity.clone(), r)).collect();

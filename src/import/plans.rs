@@ -1,6 +1,7 @@
 //! `POST /import/plans`: membership plans and subscription plans, which share one legacy id space:
 //! a plan's legacy id is unique across the two tables.
 
+use entity::ids::GymId;
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
@@ -32,7 +33,7 @@ fn legacy_id(r: &ImportPlanRow) -> &str {
     }
 }
 
-pub async fn plans(db: &Db, gym_id: Uuid, rows: Vec<ImportPlanRow>, dry_run: bool) -> Result<ImportResult, ApiError> {
+pub async fn plans(db: &Db, gym_id: GymId, rows: Vec<ImportPlanRow>, dry_run: bool) -> Result<ImportResult, ApiError> {
     let batch = Batch { gym_id, entity: ImportEntity::Plans, received: rows.len(), dry_run };
     let validate = || async {
         let mut errors = FieldErrors::new();
@@ -69,7 +70,7 @@ pub async fn plans(db: &Db, gym_id: Uuid, rows: Vec<ImportPlanRow>, dry_run: boo
     run(db, batch, validate, write).await
 }
 
-fn membership(gym_id: Uuid, r: &ImportMembershipPlanRow, at: DateTime<Utc>) -> membership_plan::ActiveModel {
+fn membership(gym_id: GymId, r: &ImportMembershipPlanRow, at: DateTime<Utc>) -> membership_plan::ActiveModel {
     membership_plan::ActiveModel {
         id: Set(new_id()),
         gym_id: Set(gym_id),
@@ -86,7 +87,7 @@ fn membership(gym_id: Uuid, r: &ImportMembershipPlanRow, at: DateTime<Utc>) -> m
     }
 }
 
-fn subscription(gym_id: Uuid, r: &ImportSubscriptionPlanRow, at: DateTime<Utc>) -> subscription_plan::ActiveModel {
+fn subscription(gym_id: GymId, r: &ImportSubscriptionPlanRow, at: DateTime<Utc>) -> subscription_plan::ActiveModel {
     subscription_plan::ActiveModel {
         id: Set(new_id()),
         gym_id: Set(gym_id),
@@ -106,7 +107,7 @@ fn subscription(gym_id: Uuid, r: &ImportSubscriptionPlanRow, at: DateTime<Utc>) 
 /// `legacy_id -> (plan id, kind)` over both plan tables.
 pub(super) async fn plan_refs(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     ids: HashSet<&str>,
 ) -> Result<HashMap<String, (Uuid, PlanKind)>, DbErr> {
     use membership_plan::{Column as M, Entity as Memberships};

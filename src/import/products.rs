@@ -1,6 +1,7 @@
 //! `POST /import/products` and `POST /import/purchases`: the shop's catalogue, and its sales,
 //! which may refer to a member and a product by legacy id.
 
+use entity::ids::{GymId, MemberId};
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
@@ -27,7 +28,7 @@ use crate::{
 
 pub async fn products(
     db: &Db,
-    gym_id: Uuid,
+    gym_id: GymId,
     rows: Vec<ImportProductRow>,
     dry_run: bool,
 ) -> Result<ImportResult, ApiError> {
@@ -69,7 +70,7 @@ pub async fn products(
 
 async fn product_refs(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     ids: HashSet<&str>,
 ) -> Result<HashMap<String, (Uuid, String)>, DbErr> {
     use product::Column as C;
@@ -79,7 +80,7 @@ async fn product_refs(
 
 pub async fn purchases(
     db: &Db,
-    gym_id: Uuid,
+    gym_id: GymId,
     rows: Vec<ImportPurchaseRow>,
     dry_run: bool,
 ) -> Result<ImportResult, ApiError> {
@@ -119,14 +120,19 @@ pub async fn purchases(
         let mut models = Vec::with_capacity(fresh.len());
         for (i, r) in fresh {
             let (member, product) = (r.member_legacy_id.value(), r.product_legacy_id.value());
-            let member_id =
-                resolve(i, "member_legacy_id", "member", member, member.and_then(|l| members.get(l)).map(|m| m.0));
+            let member_id = resolve(
+                i,
+                "member_legacy_id",
+                "member",
+                member,
+                member.and_then(|l| members.get(l)).map(|m| m.0.uuid()),
+            );
             let product_id =
                 resolve(i, "product_legacy_id", "product", product, product.and_then(|l| products.get(l)).map(|p| p.0));
             models.push(purchase::ActiveModel {
                 id: Set(new_id()),
                 gym_id: Set(gym_id),
-                member_id: Set(member_id),
+                member_id: Set(member_id.map(MemberId::from)),
                 product_id: Set(product_id),
                 description: Set(r.description.clone()),
                 quantity: Set(r.quantity.unwrap_or(1)),

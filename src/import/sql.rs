@@ -1,6 +1,7 @@
 //! The statements every kind of import shares: lookups by legacy id (or another unique key of the
 //! gym), the multi-row insert that skips rows already there, and the counters of a batch.
 
+use entity::ids::GymId;
 use std::collections::{HashMap, HashSet};
 
 use sea_orm::{
@@ -32,7 +33,7 @@ pub(super) struct Legacy<C> {
 pub(super) async fn lookup<E, X>(
     db: &impl ConnectionTrait,
     Legacy { gym, legacy, id, extra, scope }: Legacy<E::Column>,
-    gym_id: Uuid,
+    gym_id: GymId,
     keys: HashSet<&str>,
 ) -> Result<HashMap<String, (Uuid, X)>, DbErr>
 where
@@ -185,7 +186,7 @@ pub(super) fn returned<T: sea_orm::TryGetable>(rows: &[sea_orm::QueryResult], co
 /// version, if it has one), in one statement.
 pub(super) async fn add_counts(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     list: Counted,
     labels: &[String],
 ) -> Result<(), DbErr> {

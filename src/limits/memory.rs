@@ -9,8 +9,8 @@ use std::{
 use std::time::Duration;
 
 use super::{
-    Admission, Attempt, Backoff, Budget, Decision, IdempotencyAsk, IdempotencyState, KeyRefusal, RatePolicy, Store,
-    StoreError, StoredResponse,
+    Admission, Attempt, Backoff, Budget, Decision, IdempotencyAsk, IdempotencyState, KeyRefusal, Quota, RatePolicy,
+    Store, StoreError, StoredResponse,
     replays::{Completed, Replays, digest},
     retry_after_secs,
 };
@@ -117,7 +117,7 @@ impl MemoryStore {
     async fn count(
         &self,
         fingerprint: &str,
-        (budget, policy): (Budget, RatePolicy),
+        Quota { budget, policy }: Quota,
         ask: Option<IdempotencyAsk<'_>>,
     ) -> Result<(Decision, Option<IdempotencyState>), StoreError> {
         let decision = match budget {
@@ -147,8 +147,7 @@ impl Store for MemoryStore {
     async fn admit(
         &self,
         fingerprint: &str,
-        budget: Budget,
-        policy: RatePolicy,
+        quota: Quota,
         ask: Option<IdempotencyAsk<'_>>,
     ) -> Result<Admission, StoreError> {
         let now = Instant::now();
@@ -161,7 +160,7 @@ impl Store for MemoryStore {
             Some((Some(grant), until)) if *until > now => grant.clone(),
             _ => return Ok(Admission::Unknown),
         };
-        let (decision, idempotency) = self.count(fingerprint, (budget, policy), ask).await?;
+        let (decision, idempotency) = self.count(fingerprint, quota, ask).await?;
         Ok(Admission::Granted { grant, decision, idempotency })
     }
 
@@ -169,7 +168,7 @@ impl Store for MemoryStore {
         &self,
         fingerprint: &str,
         grant: Option<(&str, Duration)>,
-        budget: (Budget, RatePolicy),
+        quota: Quota,
         ask: Option<IdempotencyAsk<'_>>,
     ) -> Result<(Decision, Option<IdempotencyState>), StoreError> {
         if let Some((grant, ttl)) = grant {
@@ -179,7 +178,7 @@ impl Store for MemoryStore {
                 remember(&mut grants, fingerprint, (Some(grant.to_string()), now + ttl.min(LOCAL_GRANT_TTL)));
             }
         }
-        self.count(fingerprint, budget, ask).await
+        self.count(fingerprint, quota, ask).await
     }
 
     async fn forget_grants(&self, fingerprints: &[String]) -> Result<(), StoreError> {
@@ -314,21 +313,20 @@ mod tests {
     #[tokio::test]
     async fn a_grant_is_kept_a_moment_and_dropped_with_its_key() {
         let store = MemoryStore::default();
-        let policy = (Budget::Integration, RatePolicy::per_minute(10));
-        assert!(matches!(store.admit("fp", policy.0, policy.1, None).await.unwrap(), Admission::Unknown));
-        store.admit_resolved("fp", Some(("grant", Duration::from_secs(60))), policy, None).await.unwrap();
-        let Admission::Granted { grant, decision, .. } = store.admit("fp", policy.0, policy.1, None).await.unwrap()
-        else {
+        let quota = Quota { budget: Budget::Integration, policy: RatePolicy::per_minute(10) };
+        assert!(matches!(store.admit("fp", quota, None).await.unwrap(), Admission::Unknown));
+        store.admit_resolved("fp", Some(("grant", Duration::from_secs(60))), quota, None).await.unwrap();
+        let Admission::Granted { grant, decision, .. } = store.admit("fp", quota, None).await.unwrap() else {
             panic!("the grant just resolved is kept");
         };
         assert_eq!((grant.as_str(), decision.remaining), ("grant", 8), "both requests were counted");
         assert!(store.grants.lock().unwrap()["fp"].1 <= Instant::now() + LOCAL_GRANT_TTL, "kept a second at most");
 
         store.forget_grants(&["fp".to_string()]).await.unwrap();
-        assert!(matches!(store.admit("fp", policy.0, policy.1, None).await.unwrap(), Admission::Unknown));
+        assert!(matches!(store.admit("fp", quota, None).await.unwrap(), Admission::Unknown));
         // A lookup that began before the change ends after it: its grant is not kept.
-        store.admit_resolved("fp", Some(("stale", Duration::from_secs(60))), policy, None).await.unwrap();
-        assert!(matches!(store.admit("fp", policy.0, policy.1, None).await.unwrap(), Admission::Unknown));
+        store.admit_resolved("fp", Some(("stale", Duration::from_secs(60))), quota, None).await.unwrap();
+        assert!(matches!(store.admit("fp", quota, None).await.unwrap(), Admission::Unknown));
     }
 
     #[tokio::test]

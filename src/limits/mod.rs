@@ -18,7 +18,7 @@ pub use backoff::{Attempt, Backoff};
 pub(crate) use idempotency::IdempotencyRecord;
 pub use idempotency::{IdempotencyAsk, IdempotencyState, StoredResponse};
 pub use memory::{LOCAL_GRANT_TTL, MemoryStore};
-pub use rate::{Budget, Decision, RatePolicy};
+pub use rate::{Budget, Decision, Quota, RatePolicy};
 pub use redis_store::RedisStore;
 
 #[derive(Debug, thiserror::Error)]
@@ -91,25 +91,24 @@ pub trait Store: Send + Sync + 'static {
     async fn hit(&self, bucket: &str, policy: RatePolicy) -> Result<Decision, StoreError>;
 
     /// The key cache, the limiter and a keyed write's first step in one round trip: the grant
-    /// cached for the key with this fingerprint and, when there is one, the request counted against
-    /// `policy` in the key's `budget`, and `ask` begun if the request is allowed. Nothing is counted
-    /// or begun for an unknown key.
+    /// cached for the key with this fingerprint and, when there is one, the request counted in its
+    /// `quota`, and `ask` begun if the request is allowed. Nothing is counted or begun for an
+    /// unknown key.
     async fn admit(
         &self,
         fingerprint: &str,
-        budget: Budget,
-        policy: RatePolicy,
+        quota: Quota,
         ask: Option<IdempotencyAsk<'_>>,
     ) -> Result<Admission, StoreError>;
 
-    /// Counts a request of a key just resolved from the database in its `budget`, caching its
+    /// Counts a request of a key just resolved from the database in its `quota`, caching its
     /// grant for `ttl` when one is given, and begins `ask` if the request is allowed (in the same
     /// round trip).
     async fn admit_resolved(
         &self,
         fingerprint: &str,
         grant: Option<(&str, Duration)>,
-        (budget, policy): (Budget, RatePolicy),
+        quota: Quota,
         ask: Option<IdempotencyAsk<'_>>,
     ) -> Result<(Decision, Option<IdempotencyState>), StoreError>;
 

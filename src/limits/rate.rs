@@ -10,6 +10,14 @@ pub struct RatePolicy {
     pub window: Duration,
 }
 
+/// What a request is counted against: its key's `budget` (each API family has its own), under
+/// that family's `policy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Quota {
+    pub budget: Budget,
+    pub policy: RatePolicy,
+}
+
 impl RatePolicy {
     pub fn per_minute(limit: u32) -> Self {
         Self { limit, window: Duration::from_secs(60) }

@@ -6,8 +6,8 @@
 
 use chrono::{DateTime, Utc};
 use entity::idempotency_record;
+use entity::ids::GymId;
 use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, Statement};
-use uuid::Uuid;
 
 use super::StoredResponse;
 use crate::db::placeholders;
@@ -15,7 +15,7 @@ use crate::db::placeholders;
 /// Where a record lives: the gym the key acted on, and the SHA-256 (hex) of the key.
 #[derive(Clone, Debug)]
 pub struct RecordKey {
-    pub gym_id: Uuid,
+    pub gym_id: GymId,
     pub key_digest: String,
 }
 

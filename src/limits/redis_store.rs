@@ -6,7 +6,7 @@ use std::time::Duration;
 use redis::{Script, aio::ConnectionManager, cluster_async::ClusterConnection};
 
 use super::{
-    Admission, Attempt, Backoff, Budget, Decision, IdempotencyAsk, IdempotencyRecord, IdempotencyState, KeyRefusal,
+    Admission, Attempt, Backoff, Decision, IdempotencyAsk, IdempotencyRecord, IdempotencyState, KeyRefusal, Quota,
     RatePolicy, Store, StoreError, StoredResponse, retry_after_secs,
 };
 
@@ -130,6 +130,14 @@ redis.call('PEXPIRE', key, window)
 return 0
 "#;
 
+/// What the admit script does with the key's grant: reads the one cached (`get`: a key with none
+/// is not counted), or, for a key just resolved from the database, keeps the one given, if any,
+/// with its time to live (`set`).
+enum GrantStep<'a> {
+    Read,
+    Keep(Option<(&'a str, Duration)>),
+}
+
 /// How long after a key's grant is forgotten a refusal may be remembered in its place.
 const TOMBSTONE_SETTLES: Duration = Duration::from_secs(2);
 
@@ -250,8 +258,8 @@ impl RedisStore {
     async fn run_admit(
         &self,
         fingerprint: &str,
-        (mode, grant): (&str, Option<(&str, Duration)>),
-        (budget, policy): (Budget, RatePolicy),
+        step: GrantStep<'_>,
+        Quota { budget, policy }: Quota,
         ask: Option<IdempotencyAsk<'_>>,
     ) -> Result<Admission, StoreError> {
         let mut conn = self.conn.clone();
@@ -259,7 +267,10 @@ impl RedisStore {
         // The budget's suffix after the hash tag: the grant and every budget of a key, one slot.
         invocation.key(format!("{}{}", self.bucket_key(fingerprint), budget.suffix()));
         invocation.key(ask.map_or_else(|| self.grant_key(fingerprint), |a| self.idempotency_key(a.key)));
-        let (value, ttl) = grant.unwrap_or(("", Duration::ZERO));
+        let (mode, (value, ttl)) = match step {
+            GrantStep::Read => ("get", ("", Duration::ZERO)),
+            GrantStep::Keep(grant) => ("set", grant.unwrap_or(("", Duration::ZERO))),
+        };
         invocation
             .arg(policy.limit)
             .arg(policy.window.as_millis() as u64)
@@ -315,21 +326,20 @@ impl Store for RedisStore {
     async fn admit(
         &self,
         fingerprint: &str,
-        budget: Budget,
-        policy: RatePolicy,
+        quota: Quota,
         ask: Option<IdempotencyAsk<'_>>,
     ) -> Result<Admission, StoreError> {
-        self.run_admit(fingerprint, ("get", None), (budget, policy), ask).await
+        self.run_admit(fingerprint, GrantStep::Read, quota, ask).await
     }
 
     async fn admit_resolved(
         &self,
         fingerprint: &str,
         grant: Option<(&str, Duration)>,
-        (budget, policy): (Budget, RatePolicy),
+        quota: Quota,
         ask: Option<IdempotencyAsk<'_>>,
     ) -> Result<(Decision, Option<IdempotencyState>), StoreError> {
-        match self.run_admit(fingerprint, ("set", grant), (budget, policy), ask).await? {
+        match self.run_admit(fingerprint, GrantStep::Keep(grant), quota, ask).await? {
             Admission::Granted { decision, idempotency, .. } => Ok((decision, idempotency)),
             _ => Err(StoreError::Backend("the admit script answered no decision".into())),
         }

@@ -14,7 +14,7 @@ use crate::{
     context::RequestContext,
     contract::{Family, MAX_BODY_BYTES, Operation, RouteMatch, Rules},
     errors::{ApiError, NO_API_ACCESS_MESSAGE, NO_DEVICE_ACCESS_MESSAGE, to_json_error},
-    limits::{Budget, Decision, IdempotencyAsk, IdempotencyState, RatePolicy, records::RecordKey},
+    limits::{Budget, Decision, IdempotencyAsk, IdempotencyState, Quota, RatePolicy, records::RecordKey},
     logs::Repeated,
     state::AppState,
 };
@@ -32,9 +32,13 @@ async fn guarded<E: Endpoint>(
     matched: RouteMatch<'_>,
 ) -> poem::Result<Response> {
     let key = auth::key_from_headers(req.headers());
-    let budget = match family {
-        Family::Integration => (Budget::Integration, RatePolicy::per_minute(state.config.rate_limit_per_minute)),
-        Family::Devices => (Budget::Devices, RatePolicy::per_minute(state.config.device_rate_limit_per_minute)),
+    let quota = match family {
+        Family::Integration => {
+            Quota { budget: Budget::Integration, policy: RatePolicy::per_minute(state.config.rate_limit_per_minute) }
+        }
+        Family::Devices => {
+            Quota { budget: Budget::Devices, policy: RatePolicy::per_minute(state.config.device_rate_limit_per_minute) }
+        }
     };
     let now = crate::records::now();
     // A keyed write whose body is small (or absent) is read now, so that its key is begun in the
@@ -58,7 +62,7 @@ async fn guarded<E: Endpoint>(
     });
     let stores = (&*state.store, &*state.resolutions);
     let Admitted { tenant, licence, decision, retiring, idempotency } =
-        match auth::admit(&state.db, stores, key.as_deref(), budget, ask, now).await {
+        match auth::admit(&state.db, stores, key.as_deref(), quota, ask, now).await {
             Ok(admitted) => admitted,
             Err(e) => return Ok(e.as_response()),
         };
@@ -83,7 +87,7 @@ async fn guarded<E: Endpoint>(
             }
         }
     }
-    rate_limit_headers(response.headers_mut(), &decision, budget.1);
+    rate_limit_headers(response.headers_mut(), &decision, quota.policy);
     Ok(response)
 }
 

@@ -1,6 +1,7 @@
 //! Deliveries: sent again on request, listed for the settings area, counted by day.
 
 use chrono::{DateTime, Duration, Utc};
+use entity::ids::GymId;
 use entity::{states::DeliveryStatus, webhook_delivery};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder};
 use uuid::Uuid;
@@ -15,7 +16,7 @@ use crate::{
 /// an attempt is in flight.
 pub async fn redeliver(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     delivery_id: Uuid,
 ) -> Result<Option<webhook_delivery::Model>, DbErr> {
     use sea_orm::sea_query::Expr;
@@ -39,7 +40,7 @@ pub async fn redeliver(
 pub async fn recent_deliveries(
     db: &impl ConnectionTrait,
     actor: &Actor,
-    gym_id: Uuid,
+    gym_id: GymId,
     limit: u64,
 ) -> accounts::Result<Vec<webhook_delivery::Model>> {
     use sea_orm::QuerySelect;
@@ -65,7 +66,7 @@ pub async fn recent_deliveries(
 /// failed)`, oldest first, every day present.
 pub async fn daily_outcomes(
     db: &impl ConnectionTrait,
-    gym_id: Uuid,
+    gym_id: GymId,
     days: i64,
 ) -> accounts::Result<Vec<(chrono::NaiveDate, i64, i64, i64)>> {
     use sea_orm::QuerySelect;

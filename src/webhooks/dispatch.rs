@@ -10,6 +10,7 @@
 //! [`PER_ENDPOINT`] per round, so a round fits in its lease even if each attempt takes the full
 //! timeout); different endpoints are sent concurrently.
 
+use entity::ids::GymId;
 use std::{
     collections::HashMap,
     net::SocketAddr,
@@ -194,11 +195,11 @@ impl Dispatcher {
         }
         let n = claimed.len();
         // An endpoint belongs to one gym: a group is one gym's, and every statement below names it.
-        let mut by_endpoint: HashMap<(Uuid, Uuid), Vec<webhook_delivery::Model>> = HashMap::new();
+        let mut by_endpoint: HashMap<(GymId, Uuid), Vec<webhook_delivery::Model>> = HashMap::new();
         for d in claimed {
             by_endpoint.entry((d.gym_id, d.endpoint_id)).or_default().push(d);
         }
-        let mut release: HashMap<Uuid, Vec<Uuid>> = HashMap::new();
+        let mut release: HashMap<GymId, Vec<Uuid>> = HashMap::new();
         for ((gym, _), group) in &mut by_endpoint {
             group.sort_by_key(|d| (d.created_at, d.id));
             if group.len() > PER_ENDPOINT {
@@ -237,10 +238,10 @@ impl Dispatcher {
     #[allow(clippy::type_complexity)]
     async fn load(
         &self,
-        groups: &HashMap<(Uuid, Uuid), Vec<webhook_delivery::Model>>,
-    ) -> Result<(HashMap<(Uuid, Uuid), webhook_endpoint::Model>, HashMap<(Uuid, Uuid), webhook_event::Model>), DbErr>
+        groups: &HashMap<(GymId, Uuid), Vec<webhook_delivery::Model>>,
+    ) -> Result<(HashMap<(GymId, Uuid), webhook_endpoint::Model>, HashMap<(GymId, Uuid), webhook_event::Model>), DbErr>
     {
-        let mut by_gym: HashMap<Uuid, (Vec<Uuid>, Vec<Uuid>)> = HashMap::new();
+        let mut by_gym: HashMap<GymId, (Vec<Uuid>, Vec<Uuid>)> = HashMap::new();
         for ((gym, endpoint), group) in groups {
             let (endpoints, events) = by_gym.entry(*gym).or_default();
             endpoints.push(*endpoint);
@@ -277,10 +278,10 @@ impl Dispatcher {
              AND (claimed_until IS NULL OR claimed_until < ?) GROUP BY gym_id ORDER BY MIN(next_attempt_at) LIMIT ?",
         );
         let due = Statement::from_sql_and_values(backend, due, [at.into(), at.into(), CLAIM.into()]);
-        let gyms: Vec<Uuid> = crate::db::query_across_gyms(&self.db, due)
+        let gyms: Vec<GymId> = crate::db::query_across_gyms(&self.db, due)
             .await?
             .iter()
-            .map(|row| row.try_get::<Uuid>("", "gym_id"))
+            .map(|row| row.try_get::<GymId>("", "gym_id"))
             .collect::<Result<_, _>>()?;
         let until = at + chrono::Duration::from_std(LEASE).unwrap_or_default();
         let leasable = "SELECT id FROM webhook_deliveries WHERE gym_id = ? AND status = 'pending' AND next_attempt_at <= ? \
@@ -309,7 +310,7 @@ impl Dispatcher {
         &self,
         d: webhook_delivery::Model,
         endpoint: Option<&webhook_endpoint::Model>,
-        events: &HashMap<(Uuid, Uuid), webhook_event::Model>,
+        events: &HashMap<(GymId, Uuid), webhook_event::Model>,
     ) -> Result<(), DbErr> {
         let started = Instant::now();
         let attempted_at = now();

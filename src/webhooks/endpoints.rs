@@ -1,5 +1,6 @@
 //! Endpoints, managed by gym users (the settings area) and operators (the CLI).
 
+use entity::ids::GymId;
 use entity::{webhook_delivery, webhook_endpoint};
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
 use serde_json::json;
@@ -26,7 +27,7 @@ pub struct NewEndpoint {
 }
 
 /// The gym whose events an endpoint of `gym_id` receives: the gym, or its sandbox.
-async fn target_gym(db: &impl ConnectionTrait, actor: &Actor, gym_id: Uuid, sandbox: bool) -> accounts::Result<Uuid> {
+async fn target_gym(db: &impl ConnectionTrait, actor: &Actor, gym_id: GymId, sandbox: bool) -> accounts::Result<GymId> {
     actor.require(Permission::SettingsManage, gym_id)?;
     let gym = accounts::find_gym(db, gym_id).await?;
     if gym.parent_gym_id.is_some() {
@@ -58,7 +59,7 @@ fn event_types(types: &[String]) -> accounts::Result<Option<String>> {
 pub async fn create_endpoint(
     db: &DatabaseConnection,
     actor: &Actor,
-    gym_id: Uuid,
+    gym_id: GymId,
     sandbox: bool,
     url: &str,
     types: &[String],
@@ -91,7 +92,7 @@ pub async fn create_endpoint(
 pub async fn list_endpoints(
     db: &impl ConnectionTrait,
     actor: &Actor,
-    gym_id: Uuid,
+    gym_id: GymId,
 ) -> accounts::Result<Vec<webhook_endpoint::Model>> {
     actor.require_view(gym_id)?;
     let mut all = Vec::new();

@@ -2,6 +2,7 @@
 //! endpoint listening, and the dispatcher woken after the commit.
 
 use chrono::{DateTime, Utc};
+use entity::ids::GymId;
 use entity::{states::DeliveryStatus, webhook_delivery, webhook_endpoint, webhook_event};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, QueryFilter, QueryTrait, Set,
@@ -19,7 +20,7 @@ use super::EventType;
 /// Writes an event and one pending delivery per enabled endpoint of the gym that subscribes to its
 /// type, on `db`, which is the transaction of the change the event reports. Returns whether any
 /// delivery was queued (the caller may wake the dispatcher after its commit).
-pub async fn emit(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType, data: Value) -> Result<bool, DbErr> {
+pub async fn emit(db: &impl ConnectionTrait, gym_id: GymId, event: EventType, data: Value) -> Result<bool, DbErr> {
     let mut writes = Writes::new();
     let targets = listeners(db, gym_id, event).await?;
     let queued = emit_to(&mut writes, db.get_database_backend(), (gym_id, event, data), targets);
@@ -66,7 +67,7 @@ pub async fn wake_if(db: &impl Handle, dispatcher: &std::sync::Arc<tokio::sync::
 pub async fn emit_counted(
     db: &impl ConnectionTrait,
     writes: &mut Writes,
-    gym_id: Uuid,
+    gym_id: GymId,
     event: EventType,
     data: Value,
 ) -> Result<Queued, DbErr> {
@@ -86,7 +87,7 @@ pub enum Audience {
 /// The [`Audience`] of an event of the gym, read before the write's transaction (nothing is read on
 /// PostgreSQL, unless it is distributed by gym: Citus sends an insert that reads its rows from a
 /// statement of its own through the coordinator, and the transaction ends in a two-phase commit).
-pub async fn audience(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType) -> Result<Audience, DbErr> {
+pub async fn audience(db: &impl ConnectionTrait, gym_id: GymId, event: EventType) -> Result<Audience, DbErr> {
     match db.get_database_backend() {
         DbBackend::Postgres if !crate::db::distributed() => Ok(Audience::InTheWrite),
         _ => Ok(Audience::Found(listeners(db, gym_id, event).await?)),
@@ -101,7 +102,7 @@ pub async fn audience(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType)
 pub fn emit_to_audience(
     writes: &mut Writes,
     backend: DbBackend,
-    (gym_id, event, data): (Uuid, EventType, Value),
+    (gym_id, event, data): (GymId, EventType, Value),
     audience: Audience,
 ) -> Queued {
     match audience {
@@ -111,7 +112,7 @@ pub fn emit_to_audience(
 }
 
 /// PostgreSQL: the event, written if an endpoint listens, and a delivery for each that does.
-fn emit_in_sql(writes: &mut Writes, (gym_id, event, data): (Uuid, EventType, Value)) -> Tally {
+fn emit_in_sql(writes: &mut Writes, (gym_id, event, data): (GymId, EventType, Value)) -> Tally {
     let (id, at, envelope) = new_event(event, data);
     let event_sql = format!(
         "INSERT INTO webhook_events (id, gym_id, event_type, payload, created_at) \
@@ -146,7 +147,7 @@ fn listening(gym: &str, event: &str) -> String {
 }
 
 /// The gym's enabled endpoints that subscribe to `event`, for [`emit_to`].
-async fn listeners(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType) -> Result<Vec<Uuid>, DbErr> {
+async fn listeners(db: &impl ConnectionTrait, gym_id: GymId, event: EventType) -> Result<Vec<Uuid>, DbErr> {
     let endpoints = webhook_endpoint::Entity::find()
         .filter(webhook_endpoint::Column::GymId.eq(gym_id))
         .filter(webhook_endpoint::Column::Enabled.eq(true))
@@ -160,7 +161,7 @@ async fn listeners(db: &impl ConnectionTrait, gym_id: Uuid, event: EventType) ->
 pub fn emit_to(
     writes: &mut Writes,
     backend: DbBackend,
-    (gym_id, event, data): (Uuid, EventType, Value),
+    (gym_id, event, data): (GymId, EventType, Value),
     targets: Vec<Uuid>,
 ) -> bool {
     if targets.is_empty() {
@@ -189,7 +190,7 @@ fn new_event(event: EventType, data: Value) -> (Uuid, DateTime<Utc>, Value) {
 pub(super) fn write_event(
     writes: &mut Writes,
     backend: DbBackend,
-    gym_id: Uuid,
+    gym_id: GymId,
     event: EventType,
     data: Value,
 ) -> (Uuid, DateTime<Utc>) {
@@ -210,7 +211,7 @@ pub(super) fn write_event(
 pub(super) fn queue(
     writes: &mut Writes,
     backend: DbBackend,
-    (gym_id, event_id, event): (Uuid, Uuid, EventType),
+    (gym_id, event_id, event): (GymId, Uuid, EventType),
     endpoints: impl Iterator<Item = Uuid>,
     at: DateTime<Utc>,
 ) -> Vec<Uuid> {

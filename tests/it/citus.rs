@@ -4,6 +4,7 @@
 //! doubling nothing. Every other test of the suite runs on the cluster too, with any statement
 //! that runs on more than one shard refused (`common::citus`).
 
+use entity::ids::GymId;
 use std::{
     collections::BTreeSet,
     sync::{
@@ -15,7 +16,6 @@ use std::{
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
 use serde_json::{Value, json};
-use uuid::Uuid;
 
 use crate::{
     common::{TestApp, citus::on_citus},
@@ -145,7 +145,7 @@ async fn poll(app: Arc<TestApp>, c: Arc<Counter>, door: String, stop: Arc<Atomic
 }
 
 /// The worker holding the shard of `table` for `gym`, and the shard.
-async fn placement_of(db: &DatabaseConnection, table: &str, gym: Uuid) -> (i64, i64) {
+async fn placement_of(db: &DatabaseConnection, table: &str, gym: GymId) -> (i64, i64) {
     let sql = format!(
         "SELECT CAST(s.shardid AS BIGINT) AS shard, CAST(s.nodeport AS BIGINT) AS n FROM citus_shards s \
          WHERE s.shardid = get_shard_id_for_distribution_column('{table}', '{gym}')"

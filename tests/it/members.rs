@@ -1,5 +1,6 @@
 //! Members: create, read, update, list, search and walk.
 
+use entity::ids::GymId;
 use std::collections::HashSet;
 
 use chrono::Timelike;
@@ -653,7 +654,7 @@ async fn search_terms_keep_their_spaces() {
 
 /// The members' version, which every writer of members bumps (see `gymapi::members::count`), read
 /// from the database.
-async fn members_version(app: &TestApp, gym_id: uuid::Uuid) -> i64 {
+async fn members_version(app: &TestApp, gym_id: GymId) -> i64 {
     use sea_orm::{ConnectionTrait, Statement};
     let backend = app.db.get_database_backend();
     let sql = gymapi::db::placeholders(

@@ -100,7 +100,7 @@ async fn seed(app: &TestApp, gym: &Gym, currency: &str) -> Seeded {
         member_membership::ActiveModel {
             id: Set(new_id()),
             gym_id: Set(gym.id),
-            member_id: Set(member),
+            member_id: Set(member.into()),
             membership_plan_id: Set(Some(plan)),
             subscription_plan_id: Set(None),
             starts_on: Set(starts),
@@ -119,7 +119,7 @@ async fn seed(app: &TestApp, gym: &Gym, currency: &str) -> Seeded {
         purchase::ActiveModel {
             id: Set(new_id()),
             gym_id: Set(gym.id),
-            member_id: Set(if i == 0 { None } else { Some(member) }),
+            member_id: Set(if i == 0 { None } else { Some(member.into()) }),
             product_id: Set(Some(product)),
             description: Set("Bar".into()),
             quantity: Set(1),
@@ -151,7 +151,7 @@ async fn seed(app: &TestApp, gym: &Gym, currency: &str) -> Seeded {
             id: Set(new_id()),
             gym_id: Set(gym.id),
             facility_id: Set(facility),
-            member_id: Set(if i == 2 { None } else { Some(member) }),
+            member_id: Set(if i == 2 { None } else { Some(member.into()) }),
             kind: Set(AttendanceKind::parse(kind).unwrap()),
             status: Set(AttendanceStatus::parse(status).unwrap()),
             occurred_at: Set(at),

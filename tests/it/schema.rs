@@ -2,6 +2,7 @@
 //! lead with `gym_id`, or one of the few reference tables read across gyms (docs/scaling.md); and
 //! the migration to those keys keeps every row of a database filled by the schema before it.
 
+use entity::ids::GymId;
 use std::collections::BTreeMap;
 
 use gymapi::{accounts::Actor, webhooks};
@@ -320,7 +321,7 @@ async fn fill_before_keys(db: &DatabaseConnection) -> (Uuid, Uuid) {
         )
         .await;
     }
-    gymapi::counters::recount(db, gym).await.unwrap();
+    gymapi::counters::recount(db, GymId::from(gym)).await.unwrap();
     run(
         "INSERT INTO webhook_endpoints (id, gym_id, url, event_types, enabled, secret, previous_secret, \
          previous_secret_expires_at, created_at, updated_at, disabled_reason) \
@@ -371,7 +372,7 @@ async fn moving_to_the_tenant_keys_keeps_every_row() {
     same(counts(&db).await, "rows moved to the tenant keys");
     check_keys(&tables_with_gym(&db).await);
     let found = webhooks::find_endpoint(&db, &Actor::Operator, endpoint).await.unwrap();
-    assert_eq!(found.gym_id, gym);
+    assert_eq!(found.gym_id, GymId::from(gym));
 
     Migrator::down(&db, Some(after_keys)).await.unwrap();
     assert_eq!(counts(&db).await, filled, "rows moved back to the keys by id");

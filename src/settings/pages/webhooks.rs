@@ -1,5 +1,6 @@
 //! The webhooks page: endpoints with their actions, the deliveries per day, recent deliveries.
 
+use entity::ids::GymId;
 use std::collections::HashMap;
 
 use chrono::NaiveDate;
@@ -20,7 +21,7 @@ pub struct WebhooksView<'a> {
     pub user_email: &'a str,
     pub csrf: &'a str,
     pub can_manage: bool,
-    pub gym_id: Uuid,
+    pub gym_id: GymId,
     pub endpoints: &'a [webhook_endpoint::Model],
     pub deliveries: &'a [webhook_delivery::Model],
     pub endpoint_urls: &'a HashMap<Uuid, String>,

@@ -5,6 +5,7 @@
 pub mod citus;
 pub mod oracle;
 
+use entity::ids::GymId;
 use std::{
     io::Write,
     sync::{Mutex, OnceLock},
@@ -173,7 +174,7 @@ pub struct TestApp {
 
 /// A gym with a working live key.
 pub struct Gym {
-    pub id: Uuid,
+    pub id: GymId,
     pub live_key: String,
     pub live_key_id: Uuid,
 }
