@@ -1,6 +1,20 @@
 //! Typed ids: a gym's id and a member's id are different types, so one cannot be passed where the
 //! other is wanted. Each is a UUID in the database and on the wire (serialized as the bare UUID),
 //! and a column of the entities here.
+//!
+//! A member's id goes where a member's id is wanted:
+//!
+//! ```
+//! fn wants_a_member(_: entity::ids::MemberId) {}
+//! wants_a_member(entity::ids::MemberId::generate());
+//! ```
+//!
+//! and a gym's id does not:
+//!
+//! ```compile_fail,E0308
+//! fn wants_a_member(_: entity::ids::MemberId) {}
+//! wants_a_member(entity::ids::GymId::generate());
+//! ```
 
 use std::fmt;
 
