@@ -262,7 +262,8 @@ pub async fn archive_facility(
     db: &DatabaseConnection,
     store: &dyn Store,
     actor: &Actor,
-    (owner, id): (GymId, Uuid),
+    owner: GymId,
+    id: Uuid,
     move_to: Option<Uuid>,
 ) -> Result<facilities::Archived> {
     actor.require(Permission::SettingsManage, owner)?;

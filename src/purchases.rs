@@ -17,7 +17,7 @@ use crate::{
     counters::{self, PURCHASE_ROWS},
     db::Writes,
     openapi::{Money, Purchase, PurchaseLine, PurchaseObject, RefundDue},
-    webhooks::{self, Audience, EventType, Queued},
+    webhooks::{self, Audience, EventType, NewEvent, Queued},
 };
 
 /// The largest amount the documents allow (`Money.amount`, minor units): sums of amounts, such as a
@@ -183,10 +183,11 @@ pub fn count_statement(backend: DbBackend, gym_id: GymId, change: Change) -> Opt
 pub fn announce(
     writes: &mut Writes,
     backend: DbBackend,
-    (gym_id, event): (GymId, EventType),
+    gym_id: GymId,
+    event: EventType,
     sale: &Purchase,
     audience: Audience,
 ) -> Queued {
     let data = crate::types::wire::value(sale);
-    webhooks::emit_to_audience(writes, backend, (gym_id, event, data), audience)
+    webhooks::emit_to_audience(writes, backend, NewEvent { gym_id, kind: event, data }, audience)
 }

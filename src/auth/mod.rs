@@ -112,7 +112,8 @@ impl From<(Grant, Decision, Option<IdempotencyState>)> for Admitted {
 /// open: keys come from the database and requests are allowed.
 pub async fn admit(
     db: &DatabaseConnection,
-    (store, resolutions): (&dyn Store, &Resolutions),
+    store: &dyn Store,
+    resolutions: &Resolutions,
     key: Option<&str>,
     quota: Quota,
     ask: Option<IdempotencyAsk<'_>>,

@@ -111,7 +111,7 @@ pub(super) async fn run(command: FacilityCommand, config: &Config) -> Result<(),
         FacilityCommand::Archive { id, move_to, json } => {
             let (owner, _) = accounts::managed_facility(&db, &actor, id).await?;
             let store = key_cache(config).await;
-            let a = accounts::archive_facility(&db, store.as_ref(), &actor, (owner, id), move_to).await?;
+            let a = accounts::archive_facility(&db, store.as_ref(), &actor, owner, id, move_to).await?;
             let mut out = facility_json(&a.facility, owner);
             out["members_moved"] = json!(a.members_moved);
             out["devices_moved"] = json!(a.devices_moved);

@@ -17,7 +17,11 @@ use entity::{device, states::DeviceKind};
 use sea_orm::EntityTrait;
 
 use crate::{
-    context::RequestContext, errors::ApiError, frontdesk::devices, openapi::device_api as doc, state::AppState,
+    context::RequestContext,
+    errors::ApiError,
+    frontdesk::{devices, printer},
+    openapi::device_api as doc,
+    state::AppState,
 };
 
 /// Implements every handler trait of the generated device `Api`.
@@ -97,9 +101,12 @@ impl DeviceHandlers {
     }
 
     /// The gym's name and time zone, for receipts.
-    async fn gym_label(&self, ctx: &RequestContext) -> Result<(String, String), ApiError> {
+    async fn gym_label(&self, ctx: &RequestContext) -> Result<printer::GymLabel, ApiError> {
         let gym = entity::gym::Entity::find_by_id(ctx.tenant.gym_id).one(self.db()).await?;
-        Ok(gym.map_or_else(|| (String::new(), ctx.tenant.timezone.name().to_string()), |g| (g.name, g.timezone)))
+        Ok(gym.map_or_else(
+            || printer::GymLabel { name: String::new(), timezone: ctx.tenant.timezone.name().to_string() },
+            |g| printer::GymLabel { name: g.name, timezone: g.timezone },
+        ))
     }
 }
 

@@ -82,8 +82,8 @@ pub(super) fn print(j: &print_job::Model, r: &printer::Receipt) -> PrintJob {
     }
 }
 
-/// An order as the API returns it, for the gym `(name, timezone)`.
-pub(super) fn order(s: &Sale, gym: (&str, &str), at: DateTime<Utc>) -> Order {
+/// An order as the API returns it, for the `gym` its receipts name.
+pub(super) fn order(s: &Sale, gym: &printer::GymLabel, at: DateTime<Utc>) -> Order {
     let p = &s.purchase;
     Order {
         object: OrderObject::Order,
@@ -115,11 +115,11 @@ pub(super) fn order(s: &Sale, gym: (&str, &str), at: DateTime<Utc>) -> Order {
 impl DeviceHandlers {
     /// An order as the API returns it (the gym's name and time zone read for its receipts).
     async fn answer(&self, ctx: &RequestContext, sale: &Sale) -> Result<Order, ApiError> {
-        let (name, timezone) = match sale.receipts.is_empty() {
-            true => (String::new(), ctx.tenant.timezone.name().to_string()),
+        let gym = match sale.receipts.is_empty() {
+            true => printer::GymLabel { name: String::new(), timezone: ctx.tenant.timezone.name().to_string() },
             false => self.gym_label(ctx).await?,
         };
-        Ok(order(sale, (&name, &timezone), now()))
+        Ok(order(sale, &gym, now()))
     }
 }
 
@@ -143,9 +143,9 @@ impl OrdersApi for DeviceHandlers {
         let rows =
             list_page(self.db(), ctx, &mut page, select, listing!(purchase, CreatedAt, None), None, None).await?;
         let sales = sales::sales_of(self.db(), ctx.tenant.gym_id, rows).await?;
-        let (name, timezone) = self.gym_label(ctx).await?;
+        let gym = self.gym_label(ctx).await?;
         let at = now();
-        let orders = sales.iter().map(|s| order(s, (&name, &timezone), at));
+        let orders = sales.iter().map(|s| order(s, &gym, at));
         Ok(ListOrdersResponse::Ok(Json(OrderList::of(&page, orders))))
     }
 
@@ -162,8 +162,7 @@ impl OrdersApi for DeviceHandlers {
         if let Some(kiosk) = new.device_id {
             self.state.heartbeats.seen(db.orm(), ctx.tenant.gym_id, kiosk);
         }
-        let tenant = (ctx.tenant.gym_id, ctx.tenant.first_facility_id);
-        let (sale, queued) = sales::order(&db, &self.state.wakes, tenant, new).await?;
+        let (sale, queued) = sales::order(&db, &self.state.wakes, &ctx.tenant, new).await?;
         crate::webhooks::wake_if(&db, &self.state.webhooks, queued).await;
         Ok(CreateOrderResponse::Created(Json(self.answer(ctx, &sale).await?)))
     }

@@ -19,8 +19,8 @@ impl DeviceHandlers {
     async fn print_job(&self, ctx: &RequestContext, j: &entity::print_job::Model) -> Result<PrintJob, ApiError> {
         let missing = || ApiError::not_found("order", &j.purchase_id.to_string());
         let sale = sales::with_items(self.db(), ctx.tenant.gym_id, j.purchase_id).await?.ok_or_else(missing)?;
-        let (name, timezone) = self.gym_label(ctx).await?;
-        let receipt = printer::receipt((&name, &timezone), &sale.purchase, &sale.lines, j);
+        let gym = self.gym_label(ctx).await?;
+        let receipt = printer::receipt(&gym, &sale.purchase, &sale.lines, j);
         Ok(print(j, &receipt))
     }
 }

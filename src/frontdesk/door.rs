@@ -19,7 +19,7 @@ use crate::{
     db::{Db, Writes, begin_writing, placeholders},
     errors::ApiError,
     records::{new_id, now},
-    webhooks::{self, Audience, EventType, Queued},
+    webhooks::{self, Audience, EventType, NewEvent, Queued},
 };
 
 /// Who stands at the door.
@@ -118,8 +118,8 @@ fn writes(backend: DbBackend, entry: &attendance::Model, audience: Audience) -> 
         writes.extend(entries::visits_statement(backend, gym_id, &[(member_id, 1, at)], at));
     }
     let data = crate::types::wire::value(&entries::record(entry.clone()));
-    let queued =
-        webhooks::emit_to_audience(&mut writes, backend, (gym_id, EventType::AttendanceCreated, data), audience);
+    let event = NewEvent { gym_id, kind: EventType::AttendanceCreated, data };
+    let queued = webhooks::emit_to_audience(&mut writes, backend, event, audience);
     // Last: every door and import of the gym adds to these rows, which stay locked until the commit.
     writes.extend(entries::count_statement(backend, gym_id, &[entry.status]));
     (writes, queued)

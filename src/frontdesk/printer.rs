@@ -56,18 +56,24 @@ impl Stamp {
     }
 }
 
+/// The gym as a receipt names it: its name and its time zone (an IANA name).
+pub struct GymLabel {
+    pub name: String,
+    pub timezone: String,
+}
+
 /// The receipt `job` prints for its paid sale: as the job's stamp says, or, for a job without
-/// one, as the gym `(name, timezone)` is now and when its sale last moved.
+/// one, as the `gym` is now and when its sale last moved.
 pub fn receipt(
-    (gym_name, timezone): (&str, &str),
+    gym: &GymLabel,
     sale: &purchase::Model,
     lines: &[purchase_line::Model],
     job: &print_job::Model,
 ) -> Receipt {
     let stamp = Stamp::of(job).unwrap_or_else(|| Stamp {
         paid_at: sale.updated_at,
-        gym_name: gym_name.to_string(),
-        timezone: timezone.to_string(),
+        gym_name: gym.name.clone(),
+        timezone: gym.timezone.clone(),
         facility_name: None,
     });
     let tz: Tz = stamp.timezone.parse().unwrap_or(Tz::UTC);

@@ -32,8 +32,15 @@ struct Spec {
     subject: &'static str,
     /// What waits, with one `?` for now.
     waiting: &'static str,
-    /// What a failure reported at the device is: its reason's column and the failed state.
-    failure: Option<(&'static str, &'static str)>,
+    /// What a failure reported at the device is, if it reports any.
+    failure: Option<Failure>,
+}
+
+/// A failure reported at a device: the column holding its reason, and the failed state.
+#[derive(Clone, Copy)]
+struct Failure {
+    reason: &'static str,
+    failed: &'static str,
 }
 
 fn spec(kind: DeviceKind) -> Spec {
@@ -43,7 +50,7 @@ fn spec(kind: DeviceKind) -> Spec {
             table: "door_commands",
             subject: "device_id",
             waiting: "state = 'pending' AND expires_at > ?",
-            failure: Some(("detail", "failed")),
+            failure: Some(Failure { reason: "detail", failed: "failed" }),
         },
         DeviceKind::Doorbell => Spec {
             what: ("ring", "rings"),
@@ -57,14 +64,14 @@ fn spec(kind: DeviceKind) -> Spec {
             table: "payment_jobs",
             subject: "facility_id",
             waiting: "(state = 'pending' OR (state = 'reserved' AND reserved_until <= ?))",
-            failure: Some(("reason", "declined")),
+            failure: Some(Failure { reason: "reason", failed: "declined" }),
         },
         DeviceKind::FiscalPrinter => Spec {
             what: ("receipt", "receipts"),
             table: "print_jobs",
             subject: "facility_id",
             waiting: "state = 'pending' AND created_at <= ?",
-            failure: Some(("reason", "failed")),
+            failure: Some(Failure { reason: "reason", failed: "failed" }),
         },
         DeviceKind::Kiosk => Spec {
             what: ("open order", "open orders"),
@@ -173,7 +180,7 @@ async fn count(
 async fn latest_failures(
     db: &impl ConnectionTrait,
     spec: &Spec,
-    (reason, failed): (&str, &str),
+    Failure { reason, failed }: Failure,
     gym: GymId,
     devices: &[&device::Model],
 ) -> Result<HashMap<Uuid, (String, DateTime<Utc>)>, DbErr> {

@@ -22,6 +22,7 @@ use uuid::Uuid;
 
 use super::printer;
 use crate::{
+    context::Tenant,
     db::{Db, Writes, begin_writing, for_update, placeholders},
     errors::{ApiError, FieldErrors},
     openapi::Purchase,
@@ -70,13 +71,9 @@ pub fn receipts_topic(gym_id: GymId, facility_id: Uuid) -> String {
 /// Takes an order: checks it (every problem at once), prices its lines, and writes the sale, its
 /// items, its payment job, the counters and `purchase.created` in one transaction. Returns the
 /// sale and whether a webhook delivery was queued.
-pub async fn order(
-    db: &Db,
-    wakes: &Arc<Wakes>,
-    (gym_id, first_facility): (GymId, Option<Uuid>),
-    new: NewOrder,
-) -> Result<(Sale, Queued), ApiError> {
-    let (facility_id, priced) = checked(db, gym_id, first_facility, &new).await?;
+pub async fn order(db: &Db, wakes: &Arc<Wakes>, tenant: &Tenant, new: NewOrder) -> Result<(Sale, Queued), ApiError> {
+    let gym_id = tenant.gym_id;
+    let (facility_id, priced) = checked(db, gym_id, tenant.first_facility_id, &new).await?;
     let at = now();
     let sale = sale_of(gym_id, facility_id, &new, priced, at);
     let audience = webhooks::audience(db, gym_id, EventType::PurchaseCreated).await?;
@@ -90,8 +87,8 @@ pub async fn order(
         payment_job::Entity::insert_many(sale.payments.iter().cloned().map(payment_job::ActiveModel::from))
             .build(backend),
     );
-    let created = (gym_id, EventType::PurchaseCreated);
-    let queued = purchases::announce(&mut writes, backend, created, &sale.record(), audience);
+    let created = EventType::PurchaseCreated;
+    let queued = purchases::announce(&mut writes, backend, gym_id, created, &sale.record(), audience);
     writes.extend(purchases::count_statement(backend, gym_id, Change::Added(vec![PaymentStatus::Pending])));
     writes.run(&txn).await?;
     txn.commit().await?;
@@ -361,7 +358,8 @@ pub(super) async fn lock(
 /// counters' move and its event for `audience` (`purchase.updated`'s, read before the
 /// transaction), added to `writes`; returns whether a delivery was queued.
 pub(super) fn moved(
-    (backend, writes): (DbBackend, &mut Writes),
+    backend: DbBackend,
+    writes: &mut Writes,
     sale: &mut Sale,
     to: PaymentStatus,
     receipt_number: Option<i64>,
@@ -380,7 +378,7 @@ pub(super) fn moved(
     let values = [to.as_str().into(), p.receipt_number.into(), at.into(), p.gym_id.into(), p.id.into()];
     writes.push(Statement::from_sql_and_values(backend, sql, values));
     let gym_id = p.gym_id;
-    let queued = purchases::announce(writes, backend, (gym_id, EventType::PurchaseUpdated), &sale.record(), audience);
+    let queued = purchases::announce(writes, backend, gym_id, EventType::PurchaseUpdated, &sale.record(), audience);
     writes.extend(purchases::count_statement(backend, gym_id, Change::Moved { from, to }));
     queued
 }
@@ -415,7 +413,7 @@ pub async fn retry(db: &Db, wakes: &Arc<Wakes>, gym_id: GymId, id: &str) -> Resu
     writes.push(
         payment_job::Entity::insert(payment_job::ActiveModel::from(job.clone())).build(txn.get_database_backend()),
     );
-    let queued = moved((txn.get_database_backend(), &mut writes), &mut sale, PaymentStatus::Pending, None, audience);
+    let queued = moved(txn.get_database_backend(), &mut writes, &mut sale, PaymentStatus::Pending, None, audience);
     writes.run(&txn).await?;
     txn.commit().await?;
     sale.payments.push(job);
@@ -446,7 +444,7 @@ pub async fn cancel(db: &Db, gym_id: GymId, id: &str) -> Result<(Sale, Queued), 
         let values = [PaymentJobState::Cancelled.as_str().into(), at.into(), gym_id.into(), job.id.into()];
         writes.push(Statement::from_sql_and_values(backend, sql, values));
     }
-    let queued = moved((backend, &mut writes), &mut sale, PaymentStatus::Cancelled, None, audience);
+    let queued = moved(backend, &mut writes, &mut sale, PaymentStatus::Cancelled, None, audience);
     writes.run(&txn).await?;
     txn.commit().await?;
     for job in &mut sale.payments {

@@ -188,7 +188,7 @@ pub async fn report(
         (PaymentJobState::Cancelled, _) => return Err(ApiError::StateConflict("The order was cancelled.".into())),
         _ => return Err(ApiError::StateConflict("This terminal does not hold the payment.".into())),
     }
-    let (job, receipt, queued) = settle(&txn, &mut sale, job, (&report, heading, audience)).await?;
+    let (job, receipt, queued) = settle(&txn, &mut sale, job, &report, heading, audience).await?;
     txn.commit().await?;
     if receipt {
         wakes.signal_after_commit(db, receipts_topic(gym_id, terminal.facility_id)).await;
@@ -250,7 +250,7 @@ async fn refund_due(
     // The sale stays as it is but for `updated_at`; its event shows the refund due.
     let mut writes = Writes::new();
     let status = sale.purchase.payment_status;
-    let queued = sales::moved((backend, &mut writes), sale, status, None, audience);
+    let queued = sales::moved(backend, &mut writes, sale, status, None, audience);
     writes.run(txn).await?;
     Ok((charge, queued))
 }
@@ -271,7 +271,9 @@ async fn settle(
     txn: &impl ConnectionTrait,
     sale: &mut sales::Sale,
     mut job: payment_job::Model,
-    (report, heading, audience): (&Report, Option<Heading>, Audience),
+    report: &Report,
+    heading: Option<Heading>,
+    audience: Audience,
 ) -> Result<(payment_job::Model, bool, Queued), ApiError> {
     let backend = txn.get_database_backend();
     let at = now();
@@ -305,7 +307,7 @@ async fn settle(
     let receipt = matches!(report, Report::Approved { .. });
     let queued = if receipt {
         let number = sales::next_receipt_number(txn, sale.purchase.gym_id).await?;
-        let queued = sales::moved((backend, &mut writes), sale, PaymentStatus::Paid, Some(number), audience);
+        let queued = sales::moved(backend, &mut writes, sale, PaymentStatus::Paid, Some(number), audience);
         let paid_at = sale.purchase.updated_at;
         let stamp = heading.map(|h| Stamp {
             paid_at,
@@ -320,7 +322,7 @@ async fn settle(
         sale.receipts.push(print);
         queued
     } else {
-        sales::moved((backend, &mut writes), sale, PaymentStatus::Failed, None, audience)
+        sales::moved(backend, &mut writes, sale, PaymentStatus::Failed, None, audience)
     };
     writes.run(txn).await?;
     Ok((job, receipt, queued))

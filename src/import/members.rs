@@ -81,9 +81,9 @@ pub async fn members(
             .filter(|(_, r)| !existing.contains_key(&r.legacy_id) && !imported_meanwhile(r))
             .collect();
         let email = |r: &ImportMemberRow| r.email.value().map(|e| normalized_email(&e.0));
-        check_unique(&fresh, ("email", members::EMAIL_TAKEN), email, &taken, &mut errors);
+        check_unique(&fresh, "email", members::EMAIL_TAKEN, email, &taken, &mut errors);
         let card = |r: &ImportMemberRow| r.access_card.value().cloned();
-        check_unique(&fresh, ("access_card", members::CARD_TAKEN), card, &cards_taken, &mut errors);
+        check_unique(&fresh, "access_card", members::CARD_TAKEN, card, &cards_taken, &mut errors);
         let named = fresh.iter().filter_map(|(i, r)| r.facility_legacy_id.value().map(|l| (*i, l.as_str())));
         let homes = facility_refs(db, gym_id, named, true, &mut errors).await?;
         errors.into_result()?;
@@ -113,7 +113,8 @@ pub async fn members(
 /// in the gym (`taken` holds those in use), and once in the batch.
 fn check_unique<T>(
     fresh: &[(usize, &ImportMemberRow)],
-    (name, taken_message): (&str, &str),
+    name: &str,
+    taken_message: &str,
     value: impl Fn(&ImportMemberRow) -> Option<String>,
     taken: &HashMap<String, T>,
     errors: &mut FieldErrors,

@@ -38,7 +38,8 @@ pub fn insert(
     key: &RecordKey,
     fingerprint: &str,
     response: &StoredResponse,
-    (at, expires_at): (DateTime<Utc>, DateTime<Utc>),
+    at: DateTime<Utc>,
+    expires_at: DateTime<Utc>,
 ) -> Vec<Statement> {
     let columns = "INSERT INTO idempotency_records \
          (gym_id, key_digest, fingerprint, status, content_type, body, created_at, expires_at) \

@@ -28,7 +28,8 @@ async fn guarded<E: Endpoint>(
     next: Arc<E>,
     mut req: Request,
     state: &AppState,
-    (family, rules): (Family, Option<&dyn Rules>),
+    family: Family,
+    rules: Option<&dyn Rules>,
     matched: RouteMatch<'_>,
 ) -> poem::Result<Response> {
     let key = auth::key_from_headers(req.headers());
@@ -60,9 +61,8 @@ async fn guarded<E: Endpoint>(
         fingerprint: &k.fingerprint,
         lock: state.config.idempotency_lock,
     });
-    let stores = (&*state.store, &*state.resolutions);
     let Admitted { tenant, licence, decision, retiring, idempotency } =
-        match auth::admit(&state.db, stores, key.as_deref(), quota, ask, now).await {
+        match auth::admit(&state.db, &*state.store, &state.resolutions, key.as_deref(), quota, ask, now).await {
             Ok(admitted) => admitted,
             Err(e) => return Ok(e.as_response()),
         };
@@ -123,7 +123,7 @@ pub async fn gate<E: Endpoint>(
         RouteMatch::Operation(op) => op.id.clone(),
         _ => "unmatched".to_string(),
     };
-    let mut response = guarded(next, req, &state, (family, rules.as_deref()), matched).await?;
+    let mut response = guarded(next, req, &state, family, rules.as_deref(), matched).await?;
     response.extensions_mut().insert(crate::metrics::Operation(operation));
     Ok(response)
 }

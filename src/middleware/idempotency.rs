@@ -170,7 +170,7 @@ impl Settle<'_> {
         let expires_at =
             at + chrono::Duration::from_std(state.config.idempotency_ttl).unwrap_or(chrono::Duration::days(1));
         let backend = state.db.get_database_backend();
-        let record = records::insert(backend, &keyed.record, &keyed.fingerprint, &stored, (at, expires_at));
+        let record = records::insert(backend, &keyed.record, &keyed.fingerprint, &stored, at, expires_at);
         let outcome = match unit.commit_with(state.db.orm(), record).await {
             Ok(Outcome::Committed) => {
                 crash_point("after-keyed-commit");

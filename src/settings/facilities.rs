@@ -177,7 +177,7 @@ pub(super) async fn archive(
         Err(r) => return r,
     };
     let move_to = Uuid::parse_str(f.move_to.trim()).ok();
-    let archived = accounts::archive_facility(&state.db, &*state.store, &s.actor(), (s.gym.id, id), move_to).await;
+    let archived = accounts::archive_facility(&state.db, &*state.store, &s.actor(), s.gym.id, id, move_to).await;
     finish(&state, &s, id, archived.map(|_| ())).await
 }
 

@@ -14,7 +14,7 @@ use crate::{
 
 use super::{
     EventType, SECRET_OVERLAP,
-    outbox::{queue, write_event},
+    outbox::{NewEvent, queue, write_event},
     signing::new_secret,
     urls::check_url,
 };
@@ -191,8 +191,8 @@ pub async fn ping(db: &DatabaseConnection, actor: &Actor, id: Uuid) -> accounts:
     let data = json!({"message": "This is a test event from gymapi."});
     let mut writes = Writes::new();
     let backend = txn.get_database_backend();
-    let (event_id, at) = write_event(&mut writes, backend, e.gym_id, EventType::Ping, data);
-    let ids = queue(&mut writes, backend, (e.gym_id, event_id, EventType::Ping), std::iter::once(e.id), at);
+    let written = write_event(&mut writes, backend, NewEvent { gym_id: e.gym_id, kind: EventType::Ping, data });
+    let ids = queue(&mut writes, backend, &written, std::iter::once(e.id));
     writes.run(&txn).await?;
     txn.commit().await?;
     ids.into_iter().next().ok_or(AccountError::NotFound("delivery"))

@@ -23,9 +23,24 @@ use super::EventType;
 pub async fn emit(db: &impl ConnectionTrait, gym_id: GymId, event: EventType, data: Value) -> Result<bool, DbErr> {
     let mut writes = Writes::new();
     let targets = listeners(db, gym_id, event).await?;
-    let queued = emit_to(&mut writes, db.get_database_backend(), (gym_id, event, data), targets);
+    let queued = emit_to(&mut writes, db.get_database_backend(), NewEvent { gym_id, kind: event, data }, targets);
     writes.run(db).await?;
     Ok(queued)
+}
+
+/// An event of a gym, before it is written: its type and its `data` (the envelope's).
+pub struct NewEvent {
+    pub gym_id: GymId,
+    pub kind: EventType,
+    pub data: Value,
+}
+
+/// An event added to a write: what its deliveries name.
+pub(super) struct Written {
+    gym_id: GymId,
+    id: Uuid,
+    kind: EventType,
+    at: DateTime<Utc>,
 }
 
 /// Wakes the dispatcher for deliveries the caller just queued and committed: at once, or, inside a
@@ -72,7 +87,7 @@ pub async fn emit_counted(
     data: Value,
 ) -> Result<Queued, DbErr> {
     let audience = audience(db, gym_id, event).await?;
-    Ok(emit_to_audience(writes, db.get_database_backend(), (gym_id, event, data), audience))
+    Ok(emit_to_audience(writes, db.get_database_backend(), NewEvent { gym_id, kind: event, data }, audience))
 }
 
 /// The endpoints an event of `event` goes to, as far as they are known before the write that
@@ -99,20 +114,15 @@ pub async fn audience(db: &impl ConnectionTrait, gym_id: GymId, event: EventType
 /// listens, and the deliveries are inserted from a read of the gym's listening endpoints in the
 /// same statement as the caller's other writes ([`listening`] is [`subscribes`] in SQL); the
 /// database tells how many it queued.
-pub fn emit_to_audience(
-    writes: &mut Writes,
-    backend: DbBackend,
-    (gym_id, event, data): (GymId, EventType, Value),
-    audience: Audience,
-) -> Queued {
+pub fn emit_to_audience(writes: &mut Writes, backend: DbBackend, event: NewEvent, audience: Audience) -> Queued {
     match audience {
-        Audience::Found(targets) => Queued::Known(emit_to(writes, backend, (gym_id, event, data), targets)),
-        Audience::InTheWrite => Queued::Told(emit_in_sql(writes, (gym_id, event, data))),
+        Audience::Found(targets) => Queued::Known(emit_to(writes, backend, event, targets)),
+        Audience::InTheWrite => Queued::Told(emit_in_sql(writes, event)),
     }
 }
 
 /// PostgreSQL: the event, written if an endpoint listens, and a delivery for each that does.
-fn emit_in_sql(writes: &mut Writes, (gym_id, event, data): (GymId, EventType, Value)) -> Tally {
+fn emit_in_sql(writes: &mut Writes, NewEvent { gym_id, kind: event, data }: NewEvent) -> Tally {
     let (id, at, envelope) = new_event(event, data);
     let event_sql = format!(
         "INSERT INTO webhook_events (id, gym_id, event_type, payload, created_at) \
@@ -158,17 +168,12 @@ async fn listeners(db: &impl ConnectionTrait, gym_id: GymId, event: EventType) -
 
 /// Adds the event and a pending delivery to each of `targets` to `writes`; returns whether any was
 /// queued (nobody listening: nothing is kept, the event would never be sent or shown).
-pub fn emit_to(
-    writes: &mut Writes,
-    backend: DbBackend,
-    (gym_id, event, data): (GymId, EventType, Value),
-    targets: Vec<Uuid>,
-) -> bool {
+pub fn emit_to(writes: &mut Writes, backend: DbBackend, event: NewEvent, targets: Vec<Uuid>) -> bool {
     if targets.is_empty() {
         return false;
     }
-    let (id, at) = write_event(writes, backend, gym_id, event, data);
-    queue(writes, backend, (gym_id, id, event), targets.into_iter(), at);
+    let written = write_event(writes, backend, event);
+    queue(writes, backend, &written, targets.into_iter());
     true
 }
 
@@ -186,14 +191,9 @@ fn new_event(event: EventType, data: Value) -> (Uuid, DateTime<Utc>, Value) {
     (id, at, envelope)
 }
 
-/// Adds the event envelope to `writes`; returns its id and time.
-pub(super) fn write_event(
-    writes: &mut Writes,
-    backend: DbBackend,
-    gym_id: GymId,
-    event: EventType,
-    data: Value,
-) -> (Uuid, DateTime<Utc>) {
+/// Adds the event envelope to `writes`.
+pub(super) fn write_event(writes: &mut Writes, backend: DbBackend, event: NewEvent) -> Written {
+    let NewEvent { gym_id, kind: event, data } = event;
     let (id, at, envelope) = new_event(event, data);
     let model = webhook_event::ActiveModel {
         id: Set(id),
@@ -203,18 +203,17 @@ pub(super) fn write_event(
         created_at: Set(at),
     };
     writes.push(webhook_event::Entity::insert(model).build(backend));
-    (id, at)
+    Written { gym_id, id, kind: event, at }
 }
 
-/// Adds a pending delivery of the event `(gym, id, type)` to each endpoint to `writes`; returns
-/// their ids.
+/// Adds a pending delivery of the `written` event to each endpoint to `writes`; returns their ids.
 pub(super) fn queue(
     writes: &mut Writes,
     backend: DbBackend,
-    (gym_id, event_id, event): (GymId, Uuid, EventType),
+    written: &Written,
     endpoints: impl Iterator<Item = Uuid>,
-    at: DateTime<Utc>,
 ) -> Vec<Uuid> {
+    let Written { gym_id, id: event_id, kind: event, at } = *written;
     let deliveries: Vec<webhook_delivery::ActiveModel> = endpoints
         .map(|endpoint_id| webhook_delivery::ActiveModel {
             id: Set(new_id()),

@@ -165,8 +165,7 @@ async fn an_archive_and_a_new_member_racing_never_leave_the_member_behind() {
         let (app2, key) = (app.clone(), gym.live_key.clone());
         let member = tokio::spawn(async move { app2.request("POST", "/members", Some(&key), Some(body), &[]).await });
         let operator = gymapi::accounts::Actor::Operator;
-        let archived =
-            gymapi::accounts::archive_facility(&app.db, &store, &operator, (gym.id, popup), Some(main)).await;
+        let archived = gymapi::accounts::archive_facility(&app.db, &store, &operator, gym.id, popup, Some(main)).await;
         let member = member.await.unwrap();
         assert!(archived.is_ok(), "try {i}: {archived:?}");
         match member.status {
@@ -346,8 +345,8 @@ async fn imported_history_keeps_the_facility_it_happened_at() {
     let main = gymapi::accounts::first_facility(&app.db, gym.id).await.unwrap().unwrap().id.to_string();
     let operator = gymapi::accounts::Actor::Operator;
     let store = gymapi::limits::MemoryStore::default();
-    let archive = (gym.id, old.parse().unwrap());
-    gymapi::accounts::archive_facility(&app.db, &store, &operator, archive, None).await.unwrap();
+    let archived = old.parse().unwrap();
+    gymapi::accounts::archive_facility(&app.db, &store, &operator, gym.id, archived, None).await.unwrap();
 
     let members = json!({"rows": [{"legacy_id": "M", "first_name": "Old", "last_name": "Timer"}]});
     assert_eq!(app.post(k, "/import/members", members).await.status, 200);
@@ -386,7 +385,7 @@ async fn two_archives_racing_leave_the_gym_an_open_facility() {
             let (app, store) = (app.clone(), store.clone());
             tokio::spawn(async move {
                 let operator = gymapi::accounts::Actor::Operator;
-                gymapi::accounts::archive_facility(&app.db, store.as_ref(), &operator, (gym.id, id), None).await
+                gymapi::accounts::archive_facility(&app.db, store.as_ref(), &operator, gym.id, id, None).await
             })
         };
         let (a, b) = (archive(first), archive(second));
