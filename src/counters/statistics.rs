@@ -84,12 +84,12 @@ pub struct Figures {
 }
 
 /// The member counts as of `at`, the memberships running on `today` and the granted check-ins of
-/// `day` (its first instant and the next day's), in one statement.
+/// `day` (from its first instant to the next day's), in one statement.
 async fn figures(
     db: &impl ConnectionTrait,
     gym_id: GymId,
     today: NaiveDate,
-    day: (DateTime<Utc>, DateTime<Utc>),
+    day: std::ops::Range<DateTime<Utc>>,
     at: DateTime<Utc>,
 ) -> Result<Figures, DbErr> {
     let backend = db.get_database_backend();
@@ -100,7 +100,7 @@ async fn figures(
         expr
     };
     let (total, active, inactive) = (members(None), members(Some("active")), members(Some("inactive")));
-    values.extend([gym_id.into(), today.into(), today.into(), gym_id.into(), day.0.into(), day.1.into()]);
+    values.extend([gym_id.into(), today.into(), today.into(), gym_id.into(), day.start.into(), day.end.into()]);
     let sql = format!(
         "SELECT {total} AS total, {active} AS active, {inactive} AS inactive, \
          CAST((SELECT COUNT(*) FROM member_memberships WHERE gym_id = ? AND starts_on <= ? \
@@ -197,6 +197,7 @@ pub async fn summary(
     let (start, end) = instant(first).zip(instant(next)).ok_or_else(|| anyhow::anyhow!("no local midnight"))?;
     let day = instant(today)
         .zip(today.succ_opt().and_then(instant))
+        .map(|(start, end)| start..end)
         .ok_or_else(|| anyhow::anyhow!("no local midnight of {today}"))?;
 
     let state = statistics_state(db, gym_id).await?;
