@@ -231,7 +231,8 @@ pub async fn page_of(
     db: &impl ConnectionTrait,
     actor: &Actor,
     gym_id: GymId,
-    (page, per_page): (u64, u64),
+    page: u64,
+    per_page: u64,
 ) -> accounts::Result<(Vec<device::Model>, u64)> {
     actor.require_view(gym_id)?;
     let gyms = accounts::with_sandbox(db, gym_id).await?;

@@ -210,7 +210,8 @@ pub(super) async fn write_counted<A>(
     batch: Batch,
     models: Vec<A>,
     conflict: impl IntoIterator<Item = <A::Entity as EntityTrait>::Column>,
-    (label, list): (<A::Entity as EntityTrait>::Column, Counted),
+    label: <A::Entity as EntityTrait>::Column,
+    list: Counted,
     at: DateTime<Utc>,
 ) -> Result<usize, DbErr>
 where

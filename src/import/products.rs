@@ -63,7 +63,7 @@ pub async fn products(
     };
     let write = |txn, (models, at): (Vec<product::ActiveModel>, DateTime<Utc>)| {
         use product::Column as C;
-        write_counted(txn, batch, models, [C::GymId, C::LegacyId], (C::Status, counters::PRODUCT_ROWS), at)
+        write_counted(txn, batch, models, [C::GymId, C::LegacyId], C::Status, counters::PRODUCT_ROWS, at)
     };
     run(db, batch, validate, write).await
 }
@@ -152,7 +152,7 @@ pub async fn purchases(
     };
     let write = |txn, (models, at): (Vec<purchase::ActiveModel>, DateTime<Utc>)| {
         use purchase::Column as C;
-        write_counted(txn, batch, models, [C::GymId, C::LegacyId], (C::PaymentStatus, counters::PURCHASE_ROWS), at)
+        write_counted(txn, batch, models, [C::GymId, C::LegacyId], C::PaymentStatus, counters::PURCHASE_ROWS, at)
     };
     run(db, batch, validate, write).await
 }

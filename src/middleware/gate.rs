@@ -75,7 +75,8 @@ async fn guarded<E: Endpoint>(
             if let (Some(op), None, Some(k)) = (keyed_op.filter(|_| read_first.is_none()), &begun, &key) {
                 begun = Box::pin(begin_after_admission(&mut req, op, k, state)).await;
             }
-            Box::pin(route(next, req, state, (tenant, family, matched, rules), &mut begun)).await
+            let admitted = AdmittedRequest { tenant, family, matched, rules };
+            Box::pin(route(next, req, state, admitted, &mut begun)).await
         }
     };
     // Refused before its handler: a key the store began for this request is free again.
@@ -190,6 +191,15 @@ async fn begin_after_admission(
     Some((prepared, begun))
 }
 
+/// What [`route`] knows of a request the gate admitted: whose it is, which API's, which of its
+/// operations it names, and that API's rules.
+struct AdmittedRequest<'a> {
+    tenant: crate::context::Tenant,
+    family: Family,
+    matched: RouteMatch<'a>,
+    rules: Option<&'a dyn Rules>,
+}
+
 /// The body read before admission, for [`route`].
 #[derive(Clone)]
 struct PreRead(Result<Bytes, ()>);
@@ -223,9 +233,10 @@ async fn route<E: Endpoint>(
     next: Arc<E>,
     mut req: Request,
     state: &AppState,
-    (tenant, family, matched, rules): (crate::context::Tenant, Family, RouteMatch<'_>, Option<&dyn Rules>),
+    admitted: AdmittedRequest<'_>,
     begun: &mut Option<(Prepared, Option<IdempotencyState>)>,
 ) -> Response {
+    let AdmittedRequest { tenant, family, matched, rules } = admitted;
     let path = req.uri().path().to_string();
     let base = family.base();
     let op = match matched {

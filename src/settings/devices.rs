@@ -35,12 +35,12 @@ pub(super) async fn list(req: &Request, state: Data<&AppState>) -> Response {
     let asked = req.uri().query().unwrap_or_default().split('&').find_map(|p| p.strip_prefix("page="));
     let asked = asked.and_then(|p| p.parse::<u64>().ok()).unwrap_or(1).max(1);
     let gathered = async {
-        let (mut found, mut total) = devices::page_of(&state.db, &s.actor(), s.gym.id, (asked, PER_PAGE)).await?;
+        let (mut found, mut total) = devices::page_of(&state.db, &s.actor(), s.gym.id, asked, PER_PAGE).await?;
         let mut page = asked;
         // Past the last page (a device removed since the link was made): the last page.
         if found.is_empty() && total > 0 {
             page = total.div_ceil(PER_PAGE);
-            (found, total) = devices::page_of(&state.db, &s.actor(), s.gym.id, (page, PER_PAGE)).await?;
+            (found, total) = devices::page_of(&state.db, &s.actor(), s.gym.id, page, PER_PAGE).await?;
         }
         let names = facility_names(&state, &s).await?;
         let queues = queues::of_many(&*state.db, &found).await?;
