@@ -2,10 +2,10 @@
 //! realistic data, and a fresh live and test key on every run (keys are stored only as
 //! fingerprints, so earlier demo keys cannot be shown again; they are revoked instead).
 
-use entity::ids::{GymId, MemberId};
 use std::collections::HashMap;
 
 use chrono::{DateTime, Duration, Utc};
+use entity::ids::{GymId, MemberId};
 use entity::{
     api_key, attendance, device, gym, member, member_membership, membership_plan, product, purchase,
     states::{

@@ -7,10 +7,10 @@
 //!   one function that writes them; see `counters`);
 //! - a change through the API is announced to webhooks in the same transaction ([`announce`]).
 
-use entity::ids::{GymId, MemberId};
 use std::collections::HashMap;
 
 use chrono::{DateTime, NaiveDate, Utc};
+use entity::ids::{GymId, MemberId};
 use entity::{member, states::MemberStatus};
 use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, Statement};
 use uuid::Uuid;

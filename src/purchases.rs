@@ -3,9 +3,9 @@
 //! integration API shows it ([`record`]) is also the payload of `purchase.created` and
 //! `purchase.updated`.
 
-use entity::ids::{GymId, MemberId};
 use std::collections::HashMap;
 
+use entity::ids::{GymId, MemberId};
 use entity::{
     payment_job, purchase, purchase_line,
     states::{PaymentJobState, PaymentStatus},

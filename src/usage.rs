@@ -5,10 +5,10 @@
 //! keys), and before the settings page reads them. A process that dies loses at most the counts
 //! since its last flush: these are figures for a chart, not records.
 
-use entity::ids::GymId;
 use std::{collections::HashMap, sync::Mutex, time::Duration};
 
 use chrono::{NaiveDate, Utc};
+use entity::ids::GymId;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement};
 use uuid::Uuid;
 

@@ -8,7 +8,6 @@
 //! its own waiters. Pub/sub keeps no messages: when the subscription drops, the server wakes every
 //! waiter once it is back, so each looks again at what it waits for.
 
-use entity::ids::GymId;
 use std::{
     collections::HashMap,
     future::Future,
@@ -16,6 +15,7 @@ use std::{
     time::Duration,
 };
 
+use entity::ids::GymId;
 use futures_util::StreamExt as _;
 use tokio::sync::{Notify, futures::OwnedNotified, watch};
 

@@ -1,9 +1,9 @@
 //! `gymapi user`: the gym users who sign in to the settings area.
 
-use entity::ids::GymId;
 use std::io::Read as _;
 
 use clap::{Subcommand, ValueEnum};
+use entity::ids::GymId;
 use entity::states::Role;
 use serde_json::json;
 

@@ -2,10 +2,10 @@
 //! are what the document says. Every problem of a request is reported at once, keyed by field, in
 //! the documented 422 body (`ValidationError`); poem-openapi's own parsing only ever sees valid requests.
 
-use entity::ids::GymId;
 use std::{collections::BTreeMap, sync::Arc};
 
 use anyhow::{Context as _, anyhow, bail};
+use entity::ids::GymId;
 use jsonschema::{Validator, error::ValidationErrorKind};
 use poem::http::{HeaderMap, Method};
 use serde_json::Value;

@@ -18,13 +18,13 @@
 //! the database). Lists with `updated_since` are always counted. The cache holds [`CAPACITY`]
 //! searches; when it is full the least recently used quarter goes.
 
-use entity::ids::GymId;
 use std::{
     collections::HashMap,
     sync::{Mutex, PoisonError},
 };
 
 use chrono::{DateTime, Utc};
+use entity::ids::GymId;
 use sea_orm::{ConnectionTrait, DbErr, FromQueryResult, Statement, Value};
 
 use super::{COUNTER, MEMBERS_VERSION};

@@ -11,7 +11,6 @@
 //! versions live in the database, so several servers on one database stay exact; each keeps its
 //! own figures, one entry per gym.
 
-use entity::ids::GymId;
 use std::{
     collections::HashMap,
     sync::{Mutex, PoisonError},
@@ -19,6 +18,7 @@ use std::{
 
 use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
 use chrono_tz::Tz;
+use entity::ids::GymId;
 use entity::purchase;
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbErr, EntityTrait, FromQueryResult, QueryFilter, QuerySelect, Statement, Value,

@@ -4,10 +4,10 @@
 //! handed out twice, whatever polls, servers or retries race for it. Every change that a long
 //! poll waits for signals its topic ([`rings_topic`], [`door_topic`]).
 
-use entity::ids::GymId;
 use std::{sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
+use entity::ids::GymId;
 use entity::{
     device, door_command, ring,
     states::{CommandState, DeviceKind, DoorAction, RingState},

@@ -1,7 +1,6 @@
 //! The devices of a gym's facilities: registered by the companion app, renamed, moved and removed
 //! by gym users, seen alive through their requests.
 
-use entity::ids::GymId;
 use std::{
     collections::HashMap,
     sync::{Mutex, PoisonError},
@@ -9,6 +8,7 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
+use entity::ids::GymId;
 use entity::{device, states::DeviceKind};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,

@@ -3,10 +3,10 @@
 //! a card terminal and a fiscal printer for their facility's payments and receipts, a kiosk for
 //! its open orders to be paid.
 
-use entity::ids::GymId;
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
+use entity::ids::GymId;
 use entity::{device, states::DeviceKind};
 use sea_orm::{ConnectionTrait, DbErr, FromQueryResult, Statement};
 use uuid::Uuid;

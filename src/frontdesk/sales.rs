@@ -6,10 +6,10 @@
 //! (`crate::purchases`), and each transaction locks the sale's row before its jobs, the receipt
 //! sequence and the counters, in that order.
 
-use entity::ids::{GymId, MemberId};
 use std::{collections::HashMap, sync::Arc};
 
 use chrono::{DateTime, Utc};
+use entity::ids::{GymId, MemberId};
 use entity::{
     device, payment_job, print_job, product, purchase, purchase_line,
     states::{DeviceKind, PaymentJobState, PaymentStatus, PrintJobState, ProductStatus},

@@ -2,10 +2,10 @@
 //! (a terminal that vanished lets it go when the reservation lapses), and reports it approved or
 //! declined; the report moves the sale (`sales`).
 
-use entity::ids::GymId;
 use std::{sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
+use entity::ids::GymId;
 use entity::{
     device, payment_job,
     states::{PaymentJobState, PaymentStatus},

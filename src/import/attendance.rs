@@ -1,10 +1,10 @@
 //! `POST /import/attendance` and `POST /import/access_logs`: check-ins and door events, one table
 //! with one legacy id space per kind. Granted check-ins add to their member's visit figures.
 
-use entity::ids::{GymId, MemberId};
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
+use entity::ids::{GymId, MemberId};
 use entity::{
     attendance,
     states::{AttendanceKind, AttendanceStatus},

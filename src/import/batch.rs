@@ -2,10 +2,10 @@
 //! one transaction, run again when a concurrent writer took one of its unique values meanwhile,
 //! and counted for `GET /import/status` and the `import.completed` event.
 
-use entity::ids::GymId;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
+use entity::ids::GymId;
 use sea_orm::{ActiveModelTrait, ConnectionTrait, DbErr, EntityTrait, Statement};
 use uuid::Uuid;
 

@@ -1,11 +1,11 @@
 //! `POST /import/facilities`: the gym's locations, before the kinds that name them by
 //! `facility_legacy_id`.
 
-use entity::ids::GymId;
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use entity::facility;
+use entity::ids::GymId;
 use sea_orm::{ConnectionTrait, DbErr};
 use uuid::Uuid;
 

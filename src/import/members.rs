@@ -1,10 +1,10 @@
 //! `POST /import/members`: members by legacy id, with their emails free in the gym and once in
 //! the batch. Rows and counters go through `crate::members`, as every member write does.
 
-use entity::ids::{GymId, MemberId};
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
+use entity::ids::{GymId, MemberId};
 use entity::{member, states::MemberStatus};
 use sea_orm::{ConnectionTrait, DbErr};
 use uuid::Uuid;

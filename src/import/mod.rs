@@ -18,9 +18,9 @@ mod plans;
 mod products;
 mod sql;
 
-use entity::ids::GymId;
 use std::collections::HashMap;
 
+use entity::ids::GymId;
 use entity::import_counter;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 

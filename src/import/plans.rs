@@ -1,10 +1,10 @@
 //! `POST /import/plans`: membership plans and subscription plans, which share one legacy id space:
 //! a plan's legacy id is unique across the two tables.
 
-use entity::ids::GymId;
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
+use entity::ids::GymId;
 use entity::{membership_plan, states::PlanStatus, subscription_plan};
 use sea_orm::{ActiveValue::Set, ConnectionTrait, DbErr};
 use uuid::Uuid;

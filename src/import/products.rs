@@ -1,10 +1,10 @@
 //! `POST /import/products` and `POST /import/purchases`: the shop's catalogue, and its sales,
 //! which may refer to a member and a product by legacy id.
 
-use entity::ids::{GymId, MemberId};
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
+use entity::ids::{GymId, MemberId};
 use entity::{
     product, purchase,
     states::{PaymentStatus, ProductStatus},

@@ -1,9 +1,9 @@
 //! The statements every kind of import shares: lookups by legacy id (or another unique key of the
 //! gym), the multi-row insert that skips rows already there, and the counters of a batch.
 
-use entity::ids::GymId;
 use std::collections::{HashMap, HashSet};
 
+use entity::ids::GymId;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QuerySelect, Statement,
 };

@@ -10,7 +10,6 @@
 //! [`PER_ENDPOINT`] per round, so a round fits in its lease even if each attempt takes the full
 //! timeout); different endpoints are sent concurrently.
 
-use entity::ids::GymId;
 use std::{
     collections::HashMap,
     net::SocketAddr,
@@ -19,6 +18,7 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
+use entity::ids::GymId;
 use entity::{states::DeliveryStatus, webhook_delivery, webhook_endpoint, webhook_event};
 use futures_util::future::join_all;
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, Statement};

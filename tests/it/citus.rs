@@ -4,7 +4,6 @@
 //! doubling nothing. Every other test of the suite runs on the cluster too, with any statement
 //! that runs on more than one shard refused (`common::citus`).
 
-use entity::ids::GymId;
 use std::{
     collections::BTreeSet,
     sync::{
@@ -14,6 +13,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use entity::ids::GymId;
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
 use serde_json::{Value, json};
 

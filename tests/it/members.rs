@@ -1,9 +1,9 @@
 //! Members: create, read, update, list, search and walk.
 
-use entity::ids::GymId;
 use std::collections::HashSet;
 
 use chrono::Timelike;
+use entity::ids::GymId;
 use serde_json::{Value, json};
 
 use crate::common::TestApp;

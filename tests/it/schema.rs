@@ -2,9 +2,9 @@
 //! lead with `gym_id`, or one of the few reference tables read across gyms (docs/scaling.md); and
 //! the migration to those keys keeps every row of a database filled by the schema before it.
 
-use entity::ids::GymId;
 use std::collections::BTreeMap;
 
+use entity::ids::GymId;
 use gymapi::{accounts::Actor, webhooks};
 use migration::{Migrator, MigratorTrait, tenancy};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};

@@ -1,9 +1,9 @@
 //! The webhooks page: endpoints with their actions, the deliveries per day, recent deliveries.
 
-use entity::ids::GymId;
 use std::collections::HashMap;
 
 use chrono::NaiveDate;
+use entity::ids::GymId;
 use entity::{webhook_delivery, webhook_endpoint};
 use maud::{Markup, html};
 use uuid::Uuid;

@@ -5,12 +5,12 @@
 pub mod citus;
 pub mod oracle;
 
-use entity::ids::GymId;
 use std::{
     io::Write,
     sync::{Mutex, OnceLock},
 };
 
+use entity::ids::GymId;
 use gymapi::{
     accounts::{self, Actor},
     config::Config,
