@@ -13,7 +13,9 @@
 #      generate a Python client without a warning and TypeScript types with typed webhooks;
 #   5. openapi-typescript generates the integration API's types from the last release and from
 #      the document, `tsc --strict` checks .ci/partners/client.ts against both, and the program
-#      runs against `gymapi serve` on a fresh SQLite database.
+#      runs against `gymapi serve` on a fresh SQLite database;
+#   6. Dredd sends every operation of both documents to `gymapi serve --demo` and checks each
+#      answer against the document (.ci/partners/dredd.sh).
 # Usage: .ci/partners.sh path/to/gymapi   (PARTNER_PYTHON: a Python with openapi-python-client,
 # mypy and PyYAML; PARTNER_TOOLS: where the npm tools are kept)
 set -euo pipefail
@@ -184,3 +186,7 @@ cp .ci/partners/client.py "$work/py/"
 printf '[mypy]\nstrict = True\n[mypy-sdk.*]\nignore_errors = True\n' >"$work/py/mypy.ini"
 (cd "$work/py" && "$python" -m mypy client.py)
 (cd "$work/py" && GYMAPI_URL="http://127.0.0.1:$port" GYMAPI_KEY=$key "$python" client.py)
+
+echo
+echo "-- Dredd: every operation of both documents against a live server"
+DREDD="$bin/dredd" PARTNER_PYTHON="$python" .ci/partners/dredd.sh "$binary"
