@@ -17,6 +17,18 @@ fn type_name(t: JsonType) -> &'static str {
     }
 }
 
+/// The pattern of `from` and `to` (`openapi.yaml`): a day the calendar has, or an RFC 3339 time.
+const DAY_OR_INSTANT: &str = concat!(
+    r"^(\d{4}-((0[1-9]|1[0-2])-(0[1-9]|1\d|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)",
+    r"|(\d{2}(0[48]|[2468][048]|[13579][26])|([02468][048]|[13579][26])00)-02-29)",
+    r"([Tt]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,9})?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d))?$",
+);
+
+/// What a pattern of the documents asks for, in words, where a sentence can say it.
+fn pattern_in_words(pattern: &str) -> Option<&'static str> {
+    (pattern == DAY_OR_INSTANT).then_some("a date (YYYY-MM-DD) or an RFC 3339 date-time")
+}
+
 /// A sentence for one problem, in the style of Laravel's messages.
 pub(super) fn describe(kind: &ValidationErrorKind, name: &str, noun: &str) -> String {
     let subject = format!("The {name} {noun}");
@@ -59,7 +71,10 @@ pub(super) fn describe(kind: &ValidationErrorKind, name: &str, noun: &str) -> St
         ValidationErrorKind::MaxItems { limit } => {
             format!("{subject} must not have more than {limit} items.")
         }
-        ValidationErrorKind::Pattern { .. } => format!("{subject} format is invalid."),
+        ValidationErrorKind::Pattern { pattern } => match pattern_in_words(pattern) {
+            Some(words) => format!("{subject} must be {words}."),
+            None => format!("{subject} format is invalid."),
+        },
         ValidationErrorKind::Format { format } => match format.as_str() {
             "email" => format!("{subject} must be a valid email address."),
             "date" => format!("{subject} must be a date (YYYY-MM-DD)."),

@@ -176,6 +176,24 @@ async fn every_bad_list_parameter_is_named() {
     }
 }
 
+/// `from` and `to` take the days the calendar has: a 31st of a 30-day month and 29 February of a
+/// common year are refused in words, a leap day is taken.
+#[tokio::test]
+async fn a_day_the_calendar_lacks_is_named_in_words() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Calendar").await;
+    for (name, value) in [("from", "2026-11-31"), ("to", "2026-02-29"), ("to", "2026-04-31T10:00:00Z")] {
+        let r = app.get(&gym.live_key, &format!("/attendance?{name}={value}")).await;
+        assert_eq!(r.status, 422, "{name}={value}: {}", r.body);
+        let said = format!("The {name} parameter must be a date (YYYY-MM-DD) or an RFC 3339 date-time.");
+        assert_eq!(r.body["errors"][name], serde_json::json!([said]), "{name}={value}");
+    }
+    for value in ["2028-02-29", "2000-02-29", "2026-12-31T23:59:59.5%2B01:00"] {
+        let r = app.get(&gym.live_key, &format!("/access-logs?from={value}")).await;
+        assert_eq!(r.status, 200, "from={value}: {}", r.body);
+    }
+}
+
 /// A body sent to an operation that takes none is refused, naming `body`, not silently ignored.
 #[tokio::test]
 async fn a_body_where_none_is_taken_is_a_422() {
