@@ -109,36 +109,40 @@ async function order(state) {
   return { order: made.id };
 }
 
+// The path of an operation on the first record of a list, or on one of the front desk's devices.
+const firstOf = (list) => async () => ({ path: { id: await first(list) } });
+const deviceOf = (kind) => async () => ({ path: { device_id: (await frontDesk())[kind].id } });
+
 // Per operation (method and path template): the path's parameters and, where the document's
 // example names records, the body's fields.
 const prepare = {
-  'GET /members/{id}': async () => ({ path: { id: await first('/members') } }),
-  'PUT /members/{id}': async () => ({ path: { id: await first('/members') } }),
-  'PATCH /members/{id}': async () => ({ path: { id: await first('/members') } }),
-  'GET /members/{id}/memberships': async () => ({ path: { id: await first('/members') } }),
-  'GET /member-memberships/{id}': async () => ({ path: { id: await first('/member-memberships') } }),
-  'GET /memberships/{id}': async () => ({ path: { id: await first('/memberships') } }),
-  'GET /membership-subscriptions/{id}': async () => ({ path: { id: await first('/membership-subscriptions') } }),
-  'GET /products/{id}': async () => ({ path: { id: await first('/products') } }),
-  'GET /purchases/{id}': async () => ({ path: { id: await first('/purchases') } }),
-  'GET /facilities/{id}': async () => ({ path: { id: await first('/facilities') } }),
-  'GET /webhook-deliveries/{id}': async () => ({ path: { id: await first('/webhook-deliveries') } }),
-  'POST /webhook-deliveries/{id}/redeliver': async () => ({ path: { id: await first('/webhook-deliveries') } }),
-  'GET /devices/{device_id}': async () => ({ path: { device_id: (await frontDesk()).door.id } }),
+  'GET /members/{id}': firstOf('/members'),
+  'PUT /members/{id}': firstOf('/members'),
+  'PATCH /members/{id}': firstOf('/members'),
+  'GET /members/{id}/memberships': firstOf('/members'),
+  'GET /member-memberships/{id}': firstOf('/member-memberships'),
+  'GET /memberships/{id}': firstOf('/memberships'),
+  'GET /membership-subscriptions/{id}': firstOf('/membership-subscriptions'),
+  'GET /products/{id}': firstOf('/products'),
+  'GET /purchases/{id}': firstOf('/purchases'),
+  'GET /facilities/{id}': firstOf('/facilities'),
+  'GET /webhook-deliveries/{id}': firstOf('/webhook-deliveries'),
+  'POST /webhook-deliveries/{id}/redeliver': firstOf('/webhook-deliveries'),
+  'GET /devices/{device_id}': deviceOf('door'),
   'PATCH /devices/{device_id}': async () => {
     const { door } = await frontDesk();
     return { path: { device_id: door.id }, body: { facility_id: door.facility_id } };
   },
-  'POST /devices/{device_id}/heartbeat': async () => ({ path: { device_id: (await frontDesk()).door.id } }),
-  'POST /doors/{device_id}/access': async () => ({ path: { device_id: (await frontDesk()).door.id } }),
-  'GET /doors/{device_id}/commands': async () => ({ path: { device_id: (await frontDesk()).door.id } }),
+  'POST /devices/{device_id}/heartbeat': deviceOf('door'),
+  'POST /doors/{device_id}/access': deviceOf('door'),
+  'GET /doors/{device_id}/commands': deviceOf('door'),
   'POST /doors/{device_id}/commands/{command_id}/ack': async () => {
     const { door } = await frontDesk();
     await devices('POST', `/rings/${await ring()}/open`, { door_id: door.id });
     const commands = await devices('GET', `/doors/${door.id}/commands?wait=0`);
     return { path: { device_id: door.id, command_id: commands.data[0].id } };
   },
-  'POST /doorbells/{device_id}/rings': async () => ({ path: { device_id: (await frontDesk()).doorbell.id } }),
+  'POST /doorbells/{device_id}/rings': deviceOf('doorbell'),
   'POST /rings/{ring_id}/open': async () => ({ path: { ring_id: await ring() }, body: { door_id: (await frontDesk()).door.id } }),
   'POST /rings/{ring_id}/dismiss': async () => ({ path: { ring_id: await ring() } }),
   'POST /orders': async () => {
@@ -149,12 +153,12 @@ const prepare = {
   'POST /orders/{order_id}/retry-payment': async () => ({ path: { order_id: (await order('failed')).order } }),
   'POST /orders/{order_id}/cancel': async () => ({ path: { order_id: (await order('pending')).order } }),
   'POST /orders/{order_id}/reprint': async () => ({ path: { order_id: (await order('reprintable')).order } }),
-  'GET /terminals/{device_id}/jobs': async () => ({ path: { device_id: (await frontDesk()).terminal.id } }),
+  'GET /terminals/{device_id}/jobs': deviceOf('terminal'),
   'POST /terminals/{device_id}/jobs/{job_id}/report': async () => {
     const { terminal } = await frontDesk();
     return { path: { device_id: terminal.id, job_id: (await order('held')).job } };
   },
-  'GET /printers/{device_id}/jobs': async () => ({ path: { device_id: (await frontDesk()).printer.id } }),
+  'GET /printers/{device_id}/jobs': deviceOf('printer'),
   'POST /printers/{device_id}/jobs/{job_id}/report': async () => {
     const { printer } = await frontDesk();
     return { path: { device_id: printer.id, job_id: (await order('printing')).job } };
@@ -184,25 +188,19 @@ hooks.beforeEach((transaction, done) => {
   if (expectation.schema) transaction.expected.bodySchema = expectation.schema;
   const optional = new Set(expectation.optional_headers.map((h) => h.toLowerCase()));
   for (const h of Object.keys(transaction.expected.headers)) if (optional.has(h.toLowerCase())) delete transaction.expected.headers[h];
+  // Each keyed write its own key (the document's example key is one for every operation).
   const headers = transaction.request.headers;
-  if (Object.keys(headers).some((h) => h.toLowerCase() === 'idempotency-key')) {
-    for (const h of Object.keys(headers)) if (h.toLowerCase() === 'idempotency-key') headers[h] = crypto.randomUUID();
-  }
+  for (const h of Object.keys(headers)) if (h.toLowerCase() === 'idempotency-key') headers[h] = crypto.randomUUID();
   // Long polls answer at once: the document's default wait is 0, its example may not be.
   const query = (transaction.request.uri.split('?')[1] || '').replace(/(^|&)wait=\d+/, '$1wait=0');
   const fill = prepare[operation] || (async () => ({}));
   fill().then((made) => {
-    let path = template;
+    let path = made.path ? template : transaction.request.uri.split('?')[0];
     for (const [name, value] of Object.entries(made.path || {})) path = path.replace(`{${name}}`, value);
-    if (made.path) {
-      const uri = query ? `${path}?${query}` : path;
-      transaction.fullPath = transaction.fullPath.slice(0, transaction.fullPath.length - transaction.request.uri.length) + uri;
-      transaction.request.uri = uri;
-    } else if (query !== (transaction.request.uri.split('?')[1] || '')) {
-      const uri = `${transaction.request.uri.split('?')[0]}?${query}`;
-      transaction.fullPath = transaction.fullPath.slice(0, transaction.fullPath.length - transaction.request.uri.length) + uri;
-      transaction.request.uri = uri;
-    }
+    const uri = query ? `${path}?${query}` : path;
+    // Dredd sends `fullPath`: the server's base path, then the operation's `uri`.
+    transaction.fullPath = transaction.fullPath.slice(0, transaction.fullPath.length - transaction.request.uri.length) + uri;
+    transaction.request.uri = uri;
     if (made.body) transaction.request.body = JSON.stringify(made.body);
     else if (transaction.request.body) transaction.request.body = uniqueEmails(JSON.parse(transaction.request.body));
     done();
