@@ -49,7 +49,9 @@ async fn list(h: &Handlers, ctx: &RequestContext, p: ListAttendanceParams) -> Re
     use attendance::{Column, Entity};
     let tz: Tz = ctx.tenant.timezone;
     let mut errors = FieldErrors::new();
-    let message = |name: &str| format!("The {name} parameter must be a date (YYYY-MM-DD) or an RFC 3339 date-time.");
+    // The document's pattern has refused what is not a date or a date-time; what is left here is a
+    // day or time past what the gym's calendar can place.
+    let message = |name: &str| format!("The {name} parameter is a date or time out of range.");
     let from = p.from.as_deref().map(|v| parse_bound(v, tz, Bound::Start).ok_or(()));
     let to = p.to.as_deref().map(|v| parse_bound(v, tz, Bound::End).ok_or(()));
     if matches!(from, Some(Err(()))) {

@@ -17,20 +17,9 @@ fn type_name(t: JsonType) -> &'static str {
     }
 }
 
-/// The pattern of `from` and `to` (`openapi.yaml`): a day the calendar has, or an RFC 3339 time.
-const DAY_OR_INSTANT: &str = concat!(
-    r"^(\d{4}-((0[1-9]|1[0-2])-(0[1-9]|1\d|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)",
-    r"|(\d{2}(0[48]|[2468][048]|[13579][26])|([02468][048]|[13579][26])00)-02-29)",
-    r"([Tt]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,9})?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d))?$",
-);
-
-/// What a pattern of the documents asks for, in words, where a sentence can say it.
-fn pattern_in_words(pattern: &str) -> Option<&'static str> {
-    (pattern == DAY_OR_INSTANT).then_some("a date (YYYY-MM-DD) or an RFC 3339 date-time")
-}
-
-/// A sentence for one problem, in the style of Laravel's messages.
-pub(super) fn describe(kind: &ValidationErrorKind, name: &str, noun: &str) -> String {
+/// A sentence for one problem, in the style of Laravel's messages. `pattern_words` is what the
+/// field's pattern asks for in words, where its schema says it (`x-pattern-words`).
+pub(super) fn describe(kind: &ValidationErrorKind, name: &str, noun: &str, pattern_words: Option<&str>) -> String {
     let subject = format!("The {name} {noun}");
     match kind {
         ValidationErrorKind::Type { kind } => {
@@ -71,7 +60,7 @@ pub(super) fn describe(kind: &ValidationErrorKind, name: &str, noun: &str) -> St
         ValidationErrorKind::MaxItems { limit } => {
             format!("{subject} must not have more than {limit} items.")
         }
-        ValidationErrorKind::Pattern { pattern } => match pattern_in_words(pattern) {
+        ValidationErrorKind::Pattern { .. } => match pattern_words {
             Some(words) => format!("{subject} must be {words}."),
             None => format!("{subject} format is invalid."),
         },

@@ -95,6 +95,8 @@ struct ParamSpec<V = Validator> {
     scalar: Scalar,
     /// A `format: date-time` string, read in the lenient forms [`date_time_spelled_strictly`] knows.
     date_time: bool,
+    /// What its pattern asks for, in words (the schema's `x-pattern-words`).
+    pattern_words: Option<String>,
     validator: V,
 }
 
@@ -218,6 +220,7 @@ impl Operation<String> {
                         required: p.required,
                         scalar: p.scalar,
                         date_time: p.date_time,
+                        pattern_words: p.pattern_words,
                     })
                 })
                 .collect::<anyhow::Result<_>>()?,
@@ -295,7 +298,7 @@ impl Operation {
                 [value] => match coerce(p.scalar, value) {
                     Some(v) => {
                         for e in p.validator.iter_errors(&v) {
-                            errors.add(&p.name, describe(e.kind(), &p.name, noun));
+                            errors.add(&p.name, describe(e.kind(), &p.name, noun, p.pattern_words.as_deref()));
                         }
                     }
                     None => errors.add(&p.name, format!("The {} {noun} must be {}.", p.name, scalar_name(p.scalar))),
@@ -362,7 +365,7 @@ impl Operation {
                 kind => {
                     let field = if base.is_empty() { "body".to_string() } else { base.clone() };
                     let label = base.rsplit('.').next().filter(|s| !s.is_empty()).unwrap_or("body");
-                    errors.add(field, describe(kind, label, "field"));
+                    errors.add(field, describe(kind, label, "field", None));
                 }
             }
         }
@@ -466,6 +469,7 @@ fn param_spec(doc: &Value, p: &Value, set: &mut SchemaSet, operation: &str) -> a
     let schema = p.get("schema").ok_or_else(|| anyhow!("parameter {name} has no schema"))?;
     let resolved = resolve(doc, schema)?;
     let date_time = resolved.get("format").and_then(Value::as_str) == Some("date-time");
+    let pattern_words = resolved.get("x-pattern-words").and_then(Value::as_str).map(str::to_string);
     let scalar = match resolved.get("type").and_then(Value::as_str) {
         Some("string") => Scalar::String,
         Some("integer") => Scalar::Integer,
@@ -480,6 +484,7 @@ fn param_spec(doc: &Value, p: &Value, set: &mut SchemaSet, operation: &str) -> a
         location,
         scalar,
         date_time,
+        pattern_words,
     })
 }
 
