@@ -29,6 +29,7 @@ work=$(mktemp -d)
 server=
 cleanup() { [ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
+. .ci/serve.sh
 
 if ! cmp -s .ci/partners/package-lock.json "$tools/package-lock.json" || [ ! -x "$bin/tsc" ]; then
   rm -rf "$tools" && mkdir -p "$tools"
@@ -171,10 +172,7 @@ unset REDIS_URL
 json_field() { python3 -c "import json, sys; print(json.load(sys.stdin)['$1'])"; }
 gym=$("$binary" gym create --name "Partner check" --json | json_field id)
 key=$("$binary" key create --gym "$gym" --env live --name typescript --json | json_field key)
-port=$(python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
-"$binary" serve --bind "127.0.0.1:$port" >"$work/server.log" 2>&1 &
-server=$!
-for _ in $(seq 1 100); do curl -fs "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+serve_gymapi "$binary" "$work/server.log"
 (cd "$work" && GYMAPI_URL="http://127.0.0.1:$port" GYMAPI_KEY=$key node out/client.js)
 
 echo "-- Python: openapi-python-client, mypy --strict, the program against the same server"

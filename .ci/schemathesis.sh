@@ -7,17 +7,12 @@ cd "$(dirname "$0")/.."
 db_url=$1
 bin=${GYMAPI_BIN:-${CARGO_TARGET_DIR:-target}/debug/gymapi}
 st=${SCHEMATHESIS:-schemathesis}
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 log=$(mktemp)
-DATABASE_URL=$db_url GYMAPI_RATE_LIMIT_PER_MINUTE=1000000 GYMAPI_DEVICE_RATE_LIMIT_PER_MINUTE=1000000 "$bin" serve --demo --bind "127.0.0.1:$port" >"$log" 2>&1 &
-pid=$!
-trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -f "$log"' EXIT
-for _ in $(seq 1 100); do
-  curl -fs "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
-  sleep 0.2
-done
-key=$(grep -o 'svc_live_[A-Za-z0-9]*' "$log" | head -1)
-[ -n "$key" ] || { echo "gymapi did not start:"; cat "$log"; exit 1; }
+server=
+trap '[ -n "$server" ] && kill $server 2>/dev/null; wait 2>/dev/null || true; rm -f "$log"' EXIT
+. .ci/serve.sh
+DATABASE_URL=$db_url GYMAPI_RATE_LIMIT_PER_MINUTE=1000000 GYMAPI_DEVICE_RATE_LIMIT_PER_MINUTE=1000000 \
+  serve_gymapi "$bin" "$log" --demo
 # Each document with its own base and settings: the integration API, then the device API. Every
 # check runs (schemathesis's default), but for what the config files turn off for an operation,
 # each with its reason (`--checks all` would turn those on again).

@@ -18,12 +18,8 @@ trap cleanup EXIT
 export DATABASE_URL="sqlite://$work/gymapi.db?mode=rwc" GYMAPI_WEBHOOK_DISPATCH=0
 export GYMAPI_RATE_LIMIT_PER_MINUTE=1000000 GYMAPI_DEVICE_RATE_LIMIT_PER_MINUTE=1000000
 unset REDIS_URL
-port=$(python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
-"$binary" serve --demo --bind "127.0.0.1:$port" >"$work/server.log" 2>&1 &
-server=$!
-for _ in $(seq 1 100); do curl -fs "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
-key=$(grep -o 'svc_live_[A-Za-z0-9]*' "$work/server.log" | head -1)
-[ -n "$key" ] || { echo "gymapi did not start:"; cat "$work/server.log"; exit 1; }
+. .ci/serve.sh
+serve_gymapi "$binary" "$work/server.log" --demo
 # A webhook endpoint, and a member created, so that a delivery exists to read and redeliver
 # (nothing is sent: this server does not dispatch).
 gym=$(grep -o 'Demo gym [0-9a-f-]* is ready' "$work/server.log" | cut -d' ' -f3)

@@ -14,13 +14,9 @@ gym=$("$bin" gym create --name "Iron Temple" --timezone Europe/Berlin --json | p
 echo "$password" | "$bin" user create --gym "$gym" --email owner@iron-temple.example --role owner >/dev/null
 echo "$password" | "$bin" user create --gym "$gym" --email desk@iron-temple.example --role employee >/dev/null
 device_key=$("$bin" key create --gym "$gym" --env live --name "Front-desk app" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-GYMAPI_RATE_LIMIT_PER_MINUTE=10000 "$bin" serve --bind "127.0.0.1:$port" >"$work/serve.log" 2>&1 &
-pid=$!
-trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$work"' EXIT
-for _ in $(seq 1 100); do
-  curl -fs "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+server=
+trap '[ -n "$server" ] && kill $server 2>/dev/null; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+. .ci/serve.sh
+GYMAPI_RATE_LIMIT_PER_MINUTE=10000 serve_gymapi "$bin" "$work/serve.log"
 BASE="http://127.0.0.1:$port" DEVICE_KEY="$device_key" OWNER=owner@iron-temple.example EMPLOYEE=desk@iron-temple.example PASSWORD="$password" \
   SHOTS="${SHOTS:-target/screenshots}" node tests/browser/settings.mjs
