@@ -104,7 +104,7 @@ impl DeviceHandlers {
     async fn gym_label(&self, ctx: &RequestContext) -> Result<printer::GymLabel, ApiError> {
         let gym = entity::gym::Entity::find_by_id(ctx.tenant.gym_id).one(self.db()).await?;
         Ok(gym.map_or_else(
-            || printer::GymLabel { name: String::new(), timezone: ctx.tenant.timezone.name().to_string() },
+            || printer::GymLabel::unnamed(ctx.tenant.timezone.name()),
             |g| printer::GymLabel { name: g.name, timezone: g.timezone },
         ))
     }

@@ -116,7 +116,7 @@ impl DeviceHandlers {
     /// An order as the API returns it (the gym's name and time zone read for its receipts).
     async fn answer(&self, ctx: &RequestContext, sale: &Sale) -> Result<Order, ApiError> {
         let gym = match sale.receipts.is_empty() {
-            true => printer::GymLabel { name: String::new(), timezone: ctx.tenant.timezone.name().to_string() },
+            true => printer::GymLabel::unnamed(ctx.tenant.timezone.name()),
             false => self.gym_label(ctx).await?,
         };
         Ok(order(sale, &gym, now()))

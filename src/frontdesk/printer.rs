@@ -62,6 +62,13 @@ pub struct GymLabel {
     pub timezone: String,
 }
 
+impl GymLabel {
+    /// A gym known only by its time zone (its row not read, or gone): receipts print no name.
+    pub fn unnamed(timezone: &str) -> Self {
+        Self { name: String::new(), timezone: timezone.to_string() }
+    }
+}
+
 /// The receipt `job` prints for its paid sale: as the job's stamp says, or, for a job without
 /// one, as the `gym` is now and when its sale last moved.
 pub fn receipt(
