@@ -7,12 +7,12 @@ use entity::device;
 use poem::{
     Request, Response, handler,
     http::StatusCode,
-    web::{Data, Form, Path},
+    web::{Data, Path},
 };
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::{CsrfForm, Signed, html, pages, redirect, refused, sentence, signed, signed_form};
+use super::{Button, Signed, SignedForm, html, pages, redirect, refused, sentence, signed};
 use crate::{
     accounts::{self, AccountError},
     facilities,
@@ -140,9 +140,6 @@ pub(super) async fn show(req: &Request, state: Data<&AppState>, Path(id): Path<U
 
 #[derive(Deserialize)]
 pub(super) struct DeviceForm {
-    /// Missing is refused like wrong (403), not as a malformed form.
-    #[serde(default)]
-    csrf: String,
     #[serde(default)]
     name: String,
     facility_id: Option<Uuid>,
@@ -151,15 +148,10 @@ pub(super) struct DeviceForm {
 /// Renames or moves a device; bad input shows the form again with the reason (422).
 #[handler]
 pub(super) async fn update(
-    req: &Request,
     state: Data<&AppState>,
     Path(id): Path<Uuid>,
-    Form(f): Form<DeviceForm>,
+    SignedForm(s, f): SignedForm<DeviceForm>,
 ) -> Response {
-    let s = match signed_form(&state, req, &f.csrf).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
     let change = DeviceChange { name: Some(f.name), facility_id: f.facility_id };
     match devices::change(&state.db, &s.actor(), s.gym.id, id, change).await {
         Ok(_) => redirect("/settings/devices"),
@@ -172,15 +164,10 @@ pub(super) async fn update(
 
 #[handler]
 pub(super) async fn remove(
-    req: &Request,
     state: Data<&AppState>,
     Path(id): Path<Uuid>,
-    Form(f): Form<CsrfForm>,
+    SignedForm(s, _): SignedForm<Button>,
 ) -> Response {
-    let s = match signed_form(&state, req, &f.csrf).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
     match devices::remove(&state.db, &s.actor(), s.gym.id, id).await {
         Ok(()) => redirect("/settings/devices"),
         Err(e) => refused(e),

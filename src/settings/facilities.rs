@@ -4,12 +4,12 @@
 use poem::{
     Request, Response, handler,
     http::StatusCode,
-    web::{Data, Form, Path},
+    web::{Data, Path},
 };
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::{Signed, html, pages, redirect, refused, sentence, signed, signed_form};
+use super::{Signed, SignedForm, html, pages, redirect, refused, sentence, signed};
 use crate::{
     accounts::{self, AccountError},
     facilities::{self, NewFacility},
@@ -62,9 +62,6 @@ pub(super) async fn list(req: &Request, state: Data<&AppState>) -> Response {
 
 #[derive(Deserialize)]
 pub(super) struct NewForm {
-    /// Missing is refused like wrong (403), not as a malformed form.
-    #[serde(default)]
-    csrf: String,
     #[serde(default)]
     name: String,
     #[serde(default)]
@@ -77,11 +74,7 @@ pub(super) struct NewForm {
 
 /// Adds a facility; bad input shows the page again with the reason (422).
 #[handler]
-pub(super) async fn create(req: &Request, state: Data<&AppState>, Form(f): Form<NewForm>) -> Response {
-    let s = match signed_form(&state, req, &f.csrf).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
+pub(super) async fn create(state: Data<&AppState>, SignedForm(s, f): SignedForm<NewForm>) -> Response {
     let made = async {
         let gym = accounts::facilities_gym(&state.db, &s.actor(), s.gym.id, f.environment == "sandbox").await?;
         let new = NewFacility { name: f.name, timezone: Some(f.timezone), address: Some(f.address), legacy_id: None };
@@ -133,22 +126,15 @@ pub(super) async fn show(req: &Request, state: Data<&AppState>, Path(id): Path<U
 #[derive(Deserialize)]
 pub(super) struct RenameForm {
     #[serde(default)]
-    csrf: String,
-    #[serde(default)]
     name: String,
 }
 
 #[handler]
 pub(super) async fn rename(
-    req: &Request,
     state: Data<&AppState>,
     Path(id): Path<Uuid>,
-    Form(f): Form<RenameForm>,
+    SignedForm(s, f): SignedForm<RenameForm>,
 ) -> Response {
-    let s = match signed_form(&state, req, &f.csrf).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
     let renamed = async {
         let (_, found) = accounts::managed_facility(&state.db, &s.actor(), id).await?;
         Ok::<_, AccountError>(facilities::rename(&state.db, found, &f.name).await?)
@@ -158,8 +144,6 @@ pub(super) async fn rename(
 
 #[derive(Deserialize)]
 pub(super) struct ArchiveForm {
-    #[serde(default)]
-    csrf: String,
     /// Where its members and devices go; empty when nobody is placed in it.
     #[serde(default)]
     move_to: String,
@@ -167,15 +151,10 @@ pub(super) struct ArchiveForm {
 
 #[handler]
 pub(super) async fn archive(
-    req: &Request,
     state: Data<&AppState>,
     Path(id): Path<Uuid>,
-    Form(f): Form<ArchiveForm>,
+    SignedForm(s, f): SignedForm<ArchiveForm>,
 ) -> Response {
-    let s = match signed_form(&state, req, &f.csrf).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
     let move_to = Uuid::parse_str(f.move_to.trim()).ok();
     let archived = accounts::archive_facility(&state.db, &*state.store, &s.actor(), s.gym.id, id, move_to).await;
     finish(&state, &s, id, archived.map(|_| ())).await

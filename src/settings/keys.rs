@@ -4,14 +4,12 @@ use entity::api_key;
 use poem::{
     Request, Response, handler,
     http::StatusCode,
-    web::{Data, Form, Path},
+    web::{Data, Path},
 };
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::{
-    CsrfForm, Flash, KeyRow, Signed, error_page, html, internal, pages, redirect, refused, signed, signed_form,
-};
+use super::{Button, Flash, KeyRow, Signed, SignedForm, error_page, html, internal, pages, redirect, refused, signed};
 use crate::{
     accounts::{self, AccountError, KeyStatus},
     context::Environment,
@@ -86,19 +84,12 @@ pub(super) async fn api_page(req: &Request, state: Data<&AppState>) -> Response 
 
 #[derive(Deserialize)]
 struct NewKeyForm {
-    /// Missing is refused like wrong (403), not as a malformed form.
-    #[serde(default)]
-    csrf: String,
     name: String,
     environment: String,
 }
 
 #[handler]
-pub(super) async fn create_key(req: &Request, state: Data<&AppState>, Form(f): Form<NewKeyForm>) -> Response {
-    let s = match signed_form(&state, req, &f.csrf).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
+pub(super) async fn create_key(state: Data<&AppState>, SignedForm(s, f): SignedForm<NewKeyForm>) -> Response {
     let Some(env) = Environment::parse(&f.environment) else {
         return error_page(StatusCode::UNPROCESSABLE_ENTITY, "Choose Live or Test.");
     };
@@ -159,15 +150,10 @@ pub(super) async fn confirm_revoke(req: &Request, state: Data<&AppState>, Path(i
 
 #[handler]
 pub(super) async fn roll_key(
-    req: &Request,
     state: Data<&AppState>,
     Path(id): Path<Uuid>,
-    Form(f): Form<CsrfForm>,
+    SignedForm(s, _): SignedForm<Button>,
 ) -> Response {
-    let s = match signed_form(&state, req, &f.csrf).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
     if let Err(r) = own_key(&state, &s, id).await {
         return r;
     }
@@ -183,15 +169,10 @@ pub(super) async fn roll_key(
 
 #[handler]
 pub(super) async fn revoke_key(
-    req: &Request,
     state: Data<&AppState>,
     Path(id): Path<Uuid>,
-    Form(f): Form<CsrfForm>,
+    SignedForm(s, _): SignedForm<Button>,
 ) -> Response {
-    let s = match signed_form(&state, req, &f.csrf).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
     if let Err(r) = own_key(&state, &s, id).await {
         return r;
     }
@@ -205,11 +186,7 @@ pub(super) async fn revoke_key(
 }
 
 #[handler]
-pub(super) async fn provision_sandbox(req: &Request, state: Data<&AppState>, Form(f): Form<CsrfForm>) -> Response {
-    let s = match signed_form(&state, req, &f.csrf).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
+pub(super) async fn provision_sandbox(state: Data<&AppState>, SignedForm(s, _): SignedForm<Button>) -> Response {
     match accounts::provision_sandbox(&state.db, &s.actor(), s.gym.id).await {
         Ok(_) => redirect("/settings/integrations/api"),
         Err(e) => refused(e),

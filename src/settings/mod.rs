@@ -24,11 +24,14 @@ mod webhooks;
 
 use entity::{user, user_session};
 use poem::{
-    Endpoint, EndpointExt, IntoResponse, Request, Response, Route, get, handler,
+    Endpoint, EndpointExt, FromRequest, IntoResponse, Request, RequestBody, Response, Route,
+    error::ParseFormError,
+    get, handler,
     http::{StatusCode, header},
     post,
+    web::Form,
 };
-use serde::Deserialize;
+use serde::{Deserialize, de::DeserializeOwned};
 
 use crate::{
     accounts::{self, AccountError, Actor, Permission},
@@ -65,6 +68,8 @@ pub fn routes(state: AppState) -> impl Endpoint {
             // The framework's own refusals (no such page, a form that does not parse) as pages too.
             let mut resp = match ep.call(req).await {
                 Ok(r) => r.into_response(),
+                // An extractor's own answer (`SignedForm`: the sign-in redirect, the 403 page).
+                Err(e) if e.is_from_response() => e.into_response(),
                 Err(e) => {
                     let status = e.status();
                     let message = match status {
@@ -143,26 +148,35 @@ async fn signed(state: &AppState, req: &Request) -> Result<Signed, Response> {
     Ok(Signed { session, user, gym })
 }
 
-/// The signed-in user of a form whose CSRF token is the session's; else the redirect or the 403.
-async fn signed_form(state: &AppState, req: &Request, csrf: &str) -> Result<Signed, Response> {
-    let s = signed(state, req).await?;
-    match bad_csrf(&s, csrf) {
-        Some(refusal) => Err(refusal),
-        None => Ok(s),
+/// A form posted by the signed-in user with the session's CSRF token (its field `csrf`): what every
+/// settings action takes, with the form's other fields as `T` (which ignores `csrf`). A body that
+/// is not a form is poem's 400; no session, the redirect to sign-in; a missing or wrong token, 403.
+/// The form is read before the session, so a refused one touches nothing.
+struct SignedForm<T>(Signed, T);
+
+impl<'a, T: DeserializeOwned + Send> FromRequest<'a> for SignedForm<T> {
+    async fn from_request(req: &'a Request, body: &mut RequestBody) -> poem::Result<Self> {
+        let Form(pairs) = Form::<Vec<(String, String)>>::from_request(req, body).await?;
+        let fields = serde_urlencoded::to_string(&pairs)
+            .map_err(poem::error::BadRequest)
+            .and_then(|text| serde_urlencoded::from_str(&text).map_err(|e| ParseFormError::UrlDecode(e).into()))?;
+        let state = req.data::<AppState>().ok_or_else(|| poem::Error::from_response(internal("no state")))?;
+        let s = signed(state, req).await.map_err(poem::Error::from_response)?;
+        let sent = pairs.iter().find(|(name, _)| name == "csrf").map_or("", |(_, v)| v.as_str());
+        if !session::same(&s.session.csrf_token, sent) {
+            return Err(poem::Error::from_response(error_page(
+                StatusCode::FORBIDDEN,
+                "This form has expired or did not come from this site. Reload the page and try again.",
+            )));
+        }
+        Ok(Self(s, fields))
     }
 }
 
-/// The refusal of a form whose CSRF token is not the session's.
-fn bad_csrf(s: &Signed, sent: &str) -> Option<Response> {
-    (!session::same(&s.session.csrf_token, sent)).then(|| {
-        error_page(
-            StatusCode::FORBIDDEN,
-            "This form has expired or did not come from this site. Reload the page and try again.",
-        )
-    })
-}
+/// A form of no fields but its CSRF token (a button).
+#[derive(Deserialize)]
+struct Button {}
 
-/// An error of the domain as a page: bad input and refusals get their status, the rest is ours.
 /// A refusal's reason as the sentence a page shows: capitalised, with a full stop.
 fn sentence(mut reason: String) -> String {
     if let Some(first) = reason.get_mut(..1) {
@@ -171,6 +185,7 @@ fn sentence(mut reason: String) -> String {
     format!("{reason}.")
 }
 
+/// An error of the domain as a page: bad input and refusals get their status, the rest is ours.
 fn refused(e: AccountError) -> Response {
     match e {
         AccountError::PermissionDenied(_) => error_page(
@@ -181,13 +196,6 @@ fn refused(e: AccountError) -> Response {
         AccountError::Db(e) => internal(e),
         other => error_page(StatusCode::UNPROCESSABLE_ENTITY, &other.to_string()),
     }
-}
-
-#[derive(Deserialize)]
-struct CsrfForm {
-    /// Missing is refused like wrong (403), not as a malformed form.
-    #[serde(default)]
-    csrf: String,
 }
 
 #[handler]

@@ -11,7 +11,7 @@ use poem::{
 };
 use serde::Deserialize;
 
-use super::{CsrfForm, error_page, html, internal, pages, redirect, refused, session, signed, signed_form};
+use super::{Button, SignedForm, error_page, html, internal, pages, redirect, refused, session, signed};
 use crate::{
     accounts,
     limits::{Attempt, Backoff},
@@ -186,10 +186,7 @@ async fn sign_in_attempts(state: &AppState, buckets: &[(String, Backoff)], attem
 }
 
 #[handler]
-pub(super) async fn sign_out(req: &Request, state: Data<&AppState>, Form(f): Form<CsrfForm>) -> Response {
-    if let Err(r) = signed_form(&state, req, &f.csrf).await {
-        return r;
-    }
+pub(super) async fn sign_out(req: &Request, state: Data<&AppState>, _: SignedForm<Button>) -> Response {
     if let Some(token) = session::cookie(req, session::SESSION_COOKIE)
         && let Err(e) = session::end(&state.db, token).await
     {

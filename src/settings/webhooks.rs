@@ -7,13 +7,11 @@ use entity::{webhook_delivery, webhook_endpoint};
 use poem::{
     Request, Response, handler,
     http::StatusCode,
-    web::{Data, Form, Path},
+    web::{Data, Path},
 };
 use uuid::Uuid;
 
-use super::{
-    CsrfForm, NewSecret, Signed, bad_csrf, error_page, html, internal, pages, redirect, refused, signed, signed_form,
-};
+use super::{Button, NewSecret, Signed, SignedForm, error_page, html, internal, pages, redirect, refused, signed};
 use crate::{
     accounts::{self, AccountError, Permission},
     state::AppState,
@@ -65,29 +63,25 @@ pub(super) async fn webhooks_page(req: &Request, state: Data<&AppState>) -> Resp
 }
 
 /// The endpoint form: URL, Live or Sandbox, and event types (checkboxes, repeated `events`).
-fn endpoint_form(body: &str) -> (HashMap<String, String>, Vec<String>) {
+fn endpoint_form(pairs: Vec<(String, String)>) -> (HashMap<String, String>, Vec<String>) {
     let mut fields = HashMap::new();
     let mut events = Vec::new();
-    for (k, v) in url::form_urlencoded::parse(body.as_bytes()) {
+    for (k, v) in pairs {
         if k == "events" {
-            events.push(v.into_owned());
+            events.push(v);
         } else {
-            fields.insert(k.into_owned(), v.into_owned());
+            fields.insert(k, v);
         }
     }
     (fields, events)
 }
 
 #[handler]
-pub(super) async fn create_endpoint(req: &Request, state: Data<&AppState>, body: String) -> Response {
-    let s = match signed(&state, req).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
-    let (fields, events) = endpoint_form(&body);
-    if let Some(r) = bad_csrf(&s, fields.get("csrf").map(String::as_str).unwrap_or_default()) {
-        return r;
-    }
+pub(super) async fn create_endpoint(
+    state: Data<&AppState>,
+    SignedForm(s, pairs): SignedForm<Vec<(String, String)>>,
+) -> Response {
+    let (fields, events) = endpoint_form(pairs);
     let sandbox = fields.get("environment").is_some_and(|e| e == "test");
     let url = fields.get("url").map(String::as_str).unwrap_or_default();
     match webhooks::create_endpoint(
@@ -111,15 +105,10 @@ pub(super) async fn create_endpoint(req: &Request, state: Data<&AppState>, body:
 
 #[handler]
 pub(super) async fn endpoint_action(
-    req: &Request,
     state: Data<&AppState>,
     Path((id, action)): Path<(Uuid, String)>,
-    Form(f): Form<CsrfForm>,
+    SignedForm(s, _): SignedForm<Button>,
 ) -> Response {
-    let s = match signed_form(&state, req, &f.csrf).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
     let actor = s.actor();
     let db = &state.db;
     let done = match action.as_str() {
@@ -144,15 +133,10 @@ pub(super) async fn endpoint_action(
 
 #[handler]
 pub(super) async fn redeliver(
-    req: &Request,
     state: Data<&AppState>,
     Path(id): Path<Uuid>,
-    Form(f): Form<CsrfForm>,
+    SignedForm(s, _): SignedForm<Button>,
 ) -> Response {
-    let s = match signed_form(&state, req, &f.csrf).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
     if !s.can_manage() {
         return refused(AccountError::PermissionDenied(Permission::SettingsManage.as_str()));
     }

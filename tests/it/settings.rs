@@ -204,6 +204,51 @@ async fn an_employee_without_the_permission_sees_but_cannot_act() {
     assert!(page.body.contains("Create key"));
 }
 
+/// Every action of the settings area: refused with 403 and its page without the session's CSRF
+/// token, sent to sign in without a session, and a body that is not a form is a 415 page; none of
+/// them reaches its record (the ids name nothing).
+#[tokio::test]
+async fn every_settings_action_checks_the_session_and_its_token_first() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Guarded").await;
+    let owner = signed_in(&app, &gym, "owner@guarded.example", "owner", &[]).await;
+    let stranger = Browser::new(&app);
+    let id = "0190e5a4-0000-7000-8000-000000000000";
+    let keys = || accounts::list_keys(&app.db, &accounts::Actor::Operator, gym.id);
+    let before = keys().await.unwrap().len();
+    let actions = [
+        "/sign-out".to_string(),
+        "/integrations/api/keys".to_string(),
+        format!("/integrations/api/keys/{id}/roll"),
+        format!("/integrations/api/keys/{id}/revoke"),
+        "/integrations/api/sandbox".to_string(),
+        "/integrations/webhooks/endpoints".to_string(),
+        format!("/integrations/webhooks/endpoints/{id}/disable"),
+        format!("/integrations/webhooks/deliveries/{id}/redeliver"),
+        "/facilities".to_string(),
+        format!("/facilities/{id}"),
+        format!("/facilities/{id}/archive"),
+        format!("/devices/{id}"),
+        format!("/devices/{id}/remove"),
+    ];
+    for path in &actions {
+        let path = format!("/settings{path}");
+        let fields = [("name", "x"), ("environment", "live")];
+        let forged = owner.post(&path, &[&fields[..], &[("csrf", "forged")]].concat()).await;
+        assert_eq!(forged.status, 403, "{path}: {}", forged.body);
+        assert!(forged.body.contains("did not come from this site"), "{path}: {}", forged.body);
+        let anonymous = stranger.post(&path, &fields).await;
+        assert_eq!((anonymous.status, anonymous.location.as_deref()), (303, Some("/settings/sign-in")), "{path}");
+        let resp = owner.client.post(format!("{}{path}", owner.base)).body("{}").send().await.unwrap();
+        let not_a_form = Browser::page(resp).await;
+        assert_eq!(not_a_form.status, 415, "{path}: {}", not_a_form.body);
+        assert!(not_a_form.body.contains("could not be read"), "{path}: {}", not_a_form.body);
+    }
+    // Still signed in (sign-out was refused too), and nothing was made.
+    assert_eq!(owner.get("/settings/integrations/api").await.status, 200);
+    assert_eq!(keys().await.unwrap().len(), before);
+}
+
 #[tokio::test]
 async fn forms_without_the_csrf_token_are_refused() {
     let app = TestApp::spawn().await;
