@@ -4,7 +4,8 @@
 //! - Sign-in with email and password (argon2), sessions in an HttpOnly, SameSite=Lax cookie (Secure
 //!   over https), throttled failed sign-ins, sign-out.
 //! - Every form carries a CSRF token (the session's; on the sign-in form a double-submit cookie);
-//!   a POST without the right one is refused with 403 and does nothing.
+//!   a POST without the right one is refused with 403 and does nothing. Every action takes its
+//!   form as a [`SignedForm`], which checks the session and the token before the handler runs.
 //! - Every action goes through the same domain code as the CLI (`accounts`, `webhooks`) with
 //!   `Actor::User`; a user without `settings.manage` sees the pages without actions, and a direct
 //!   POST is refused by the domain.
