@@ -151,13 +151,15 @@ async fn signed(state: &AppState, req: &Request) -> Result<Signed, Response> {
 
 /// A form posted by the signed-in user with the session's CSRF token (its field `csrf`): what every
 /// settings action takes, with the form's other fields as `T` (which ignores `csrf`). A body that
-/// is not a form is poem's 400; no session, the redirect to sign-in; a missing or wrong token, 403.
-/// The form is read before the session, so a refused one touches nothing.
+/// is not a form is poem's refusal (415 for another content type, 400 for one that does not
+/// decode); no session, the redirect to sign-in; a missing or wrong token, 403. The handler runs
+/// only once all three pass.
 struct SignedForm<T>(Signed, T);
 
 impl<'a, T: DeserializeOwned + Send> FromRequest<'a> for SignedForm<T> {
     async fn from_request(req: &'a Request, body: &mut RequestBody) -> poem::Result<Self> {
         let Form(pairs) = Form::<Vec<(String, String)>>::from_request(req, body).await?;
+        // `T` from the same pairs, written out again: serde_urlencoded reads a struct from text.
         let fields = serde_urlencoded::to_string(&pairs)
             .map_err(poem::error::BadRequest)
             .and_then(|text| serde_urlencoded::from_str(&text).map_err(|e| ParseFormError::UrlDecode(e).into()))?;
