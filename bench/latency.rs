@@ -67,6 +67,12 @@ impl Store for NoStore {
     async fn idempotency_abort(&self, _: &str) -> Result<(), StoreError> {
         Ok(())
     }
+    async fn walk_recall(&self, _: &str) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
+    async fn walk_keep(&self, _: &str, _: &str, _: Duration) -> Result<(), StoreError> {
+        Ok(())
+    }
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
     }

@@ -5,6 +5,7 @@ mod batch;
 mod file_writer;
 mod group;
 mod retry;
+mod secrets;
 mod statements;
 mod unit;
 mod writers;
@@ -19,6 +20,7 @@ pub use retry::must_retry;
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, DbErr, ExecResult, QueryResult, Statement,
 };
+pub use secrets::server_secret;
 pub use statements::StatementPool;
 pub use unit::{Outcome, Unit};
 pub use writers::Writing;
@@ -218,7 +220,13 @@ pub struct Db {
     reads: Reads,
     /// The keyed write this handle's statements run in, if it is one's.
     unit: Option<Unit>,
+    /// Where the reads sent outside a transaction are copied, when someone asked (`recording`).
+    recorded: Option<Recorded>,
 }
+
+/// The reads a [`Db`] sent outside a transaction, in order: tests and benches read a request's
+/// statements from it to ask the database how it plans them.
+pub type Recorded = Arc<std::sync::Mutex<Vec<Statement>>>;
 
 #[derive(Clone)]
 enum Reads {
@@ -247,14 +255,26 @@ impl Db {
             }
             _ => Reads::Orm,
         };
-        Self { orm, reads, unit: None }
+        Self { orm, reads, unit: None, recorded: None }
+    }
+
+    /// This database, copying every read it sends outside a transaction into `into` (a test's or
+    /// a bench's look at a request's statements; nothing else records).
+    pub fn recording(self, into: Recorded) -> Self {
+        Self { recorded: Some(into), ..self }
+    }
+
+    fn record(&self, stmt: &Statement) {
+        if let Some(Ok(mut kept)) = self.recorded.as_ref().map(|r| r.lock()) {
+            kept.push(stmt.clone());
+        }
     }
 
     /// This database as a keyed write's handler uses it: every transaction it begins a part of
     /// `unit`, every statement in the unit's transaction once one has begun, every hook after the
     /// unit's commit. `None` is this handle as it is.
     pub fn keyed(&self, unit: Option<&Unit>) -> Self {
-        Self { orm: self.orm.clone(), reads: self.reads.clone(), unit: unit.cloned() }
+        Self { orm: self.orm.clone(), reads: self.reads.clone(), unit: unit.cloned(), recorded: self.recorded.clone() }
     }
 
     pub fn orm(&self) -> &DatabaseConnection {
@@ -302,6 +322,7 @@ impl ConnectionTrait for Db {
         if let Some(txn) = unit::transaction(self.unit.as_ref(), &self.orm).await? {
             return txn.query_one(stmt).await;
         }
+        self.record(&stmt);
         retry::retried(|| async {
             match &self.reads {
                 Reads::Pg(pool) => pool.query_one(stmt.clone()).await,
@@ -316,6 +337,7 @@ impl ConnectionTrait for Db {
         if let Some(txn) = unit::transaction(self.unit.as_ref(), &self.orm).await? {
             return txn.query_all(stmt).await;
         }
+        self.record(&stmt);
         retry::retried(|| async {
             match &self.reads {
                 Reads::Pg(pool) => pool.query_all(stmt.clone()).await,

@@ -7,7 +7,12 @@ use uuid::Uuid;
 /// Now, to the microsecond: the precision both databases store, so a time read back equals the
 /// one written.
 pub fn now() -> DateTime<Utc> {
-    let t = Utc::now();
+    to_micros(Utc::now())
+}
+
+/// `t` kept to the microsecond, as every stored time is (a client may send nanoseconds; the wire
+/// says six fractional digits, and a list's cursor names a record's place to the microsecond).
+pub fn to_micros(t: DateTime<Utc>) -> DateTime<Utc> {
     DateTime::from_timestamp_micros(t.timestamp_micros()).unwrap_or(t)
 }
 

@@ -47,6 +47,8 @@ pub struct AppState {
     pub heartbeats: Arc<crate::frontdesk::devices::Heartbeats>,
     /// What `GET /metrics` shows.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// What finds a list's next page from the page before it (see `pagination`).
+    pub walks: Arc<crate::pagination::Walks>,
     /// The key that signs the sign-in form's token, read from the database once.
     pub sign_in_key: Arc<tokio::sync::OnceCell<Vec<u8>>>,
 }
@@ -64,7 +66,7 @@ impl AppState {
             contract: Contract::embedded(Family::Integration)?,
             devices_contract: Contract::embedded(Family::Devices)?,
             last_used: Arc::new(LastUsed::default()),
-            store,
+            store: store.clone(),
             webhooks: Arc::new(tokio::sync::Notify::new()),
             usage: Arc::new(crate::usage::Usage::default()),
             resolutions: Arc::new(auth::Resolutions::counted(metrics.key_lookups.clone())),
@@ -75,6 +77,7 @@ impl AppState {
             shutdown: Shutdown::default(),
             heartbeats: Arc::default(),
             metrics,
+            walks: Arc::new(crate::pagination::Walks::new(store.clone())),
             sign_in_key: Arc::default(),
         })
     }

@@ -27,6 +27,7 @@ mod m20261127_000018_frozen_receipts;
 mod m20261127_000019_facility_details;
 mod m20261128_000020_key_checksums;
 mod m20261128_000021_receipt_facility;
+mod m20261129_000022_member_page_order;
 pub mod tenancy;
 
 pub struct Migrator;
@@ -56,6 +57,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000019_facility_details::Migration),
             Box::new(m20261128_000020_key_checksums::Migration),
             Box::new(m20261128_000021_receipt_facility::Migration),
+            Box::new(m20261129_000022_member_page_order::Migration),
         ]
     }
 }

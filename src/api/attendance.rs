@@ -13,7 +13,7 @@ use crate::{
     context::RequestContext,
     counters,
     errors::{ApiError, FieldErrors},
-    pagination::Page,
+    pagination::{Page, ask},
 };
 
 /// Which end of a day a bare date stands for.
@@ -62,7 +62,7 @@ async fn list(h: &Handlers, ctx: &RequestContext, p: ListAttendanceParams) -> Re
     }
     errors.into_result()?;
 
-    let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
+    let mut page = Page::new(ctx, &h.state.walks, ask!(p));
     page.filter("member_id", p.member_id.map(|id| id.to_string()));
     page.filter("status", p.status.map(|s| s.as_str().to_string()));
     page.filter("from", p.from.clone());
@@ -110,6 +110,7 @@ impl AttendanceApi for Handlers {
             to: p.to,
             updated_since: p.updated_since,
             as_of: p.as_of,
+            cursor: p.cursor,
             page: p.page,
             per_page: p.per_page,
         };

@@ -7,7 +7,13 @@ use super::{Handlers, find_in_gym, money};
 use crate::listing::{Envelope, list_page, listing};
 use crate::openapi::*;
 use crate::types::wire::Json;
-use crate::{context::RequestContext, counters, errors::ApiError, pagination::Page, purchases};
+use crate::{
+    context::RequestContext,
+    counters,
+    errors::ApiError,
+    pagination::{Page, ask},
+    purchases,
+};
 
 fn membership_plan(m: membership_plan::Model) -> MembershipPlan {
     MembershipPlan {
@@ -63,7 +69,7 @@ impl MembershipsApi for Handlers {
         p: ListMembershipPlansParams,
     ) -> Result<ListMembershipPlansResponse, ApiError> {
         use membership_plan::Entity;
-        let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
+        let mut page = Page::new(ctx, &self.state.walks, ask!(p));
         let listing = listing!(membership_plan, CreatedAt, Some(counters::MEMBERSHIP_PLAN_ROWS));
         let rows = list_page(self.db(), ctx, &mut page, Entity::find(), listing, p.updated_since, Some(None)).await?;
         Ok(ListMembershipPlansResponse::Ok(Json(MembershipPlanList::of(&page, rows.into_iter().map(membership_plan)))))
@@ -87,7 +93,7 @@ impl SubscriptionsApi for Handlers {
         p: ListSubscriptionPlansParams,
     ) -> Result<ListSubscriptionPlansResponse, ApiError> {
         use subscription_plan::Entity;
-        let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
+        let mut page = Page::new(ctx, &self.state.walks, ask!(p));
         let listing = listing!(subscription_plan, CreatedAt, Some(counters::SUBSCRIPTION_PLAN_ROWS));
         let rows = list_page(self.db(), ctx, &mut page, Entity::find(), listing, p.updated_since, Some(None)).await?;
         Ok(ListSubscriptionPlansResponse::Ok(Json(SubscriptionPlanList::of(
@@ -114,7 +120,7 @@ impl ProductsApi for Handlers {
         p: ListProductsParams,
     ) -> Result<ListProductsResponse, ApiError> {
         use product::{Column, Entity};
-        let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
+        let mut page = Page::new(ctx, &self.state.walks, ask!(p));
         page.filter("status", p.status.map(|s| s.as_str().to_string()));
         let mut select = Entity::find();
         if let Some(s) = p.status {
@@ -140,7 +146,7 @@ impl PurchasesApi for Handlers {
         p: ListPurchasesParams,
     ) -> Result<ListPurchasesResponse, ApiError> {
         use purchase::{Column, Entity};
-        let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
+        let mut page = Page::new(ctx, &self.state.walks, ask!(p));
         page.filter("member_id", p.member_id.map(|id| id.to_string()));
         page.filter("payment_status", p.payment_status.map(|s| s.as_str().to_string()));
         let mut select = Entity::find();

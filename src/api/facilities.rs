@@ -6,7 +6,11 @@ use super::{Handlers, find_in_gym};
 use crate::listing::{Envelope, list_page, listing};
 use crate::openapi::*;
 use crate::types::wire::Json;
-use crate::{context::RequestContext, errors::ApiError, pagination::Page};
+use crate::{
+    context::RequestContext,
+    errors::ApiError,
+    pagination::{Page, ask},
+};
 
 /// A facility as the API shows it; `gym_timezone` is its time zone when it has none of its own.
 fn record(m: facility::Model, gym_timezone: &str) -> Facility {
@@ -29,7 +33,7 @@ impl FacilitiesApi for Handlers {
         ctx: &RequestContext,
         p: ListFacilitiesParams,
     ) -> Result<ListFacilitiesResponse, ApiError> {
-        let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
+        let mut page = Page::new(ctx, &self.state.walks, ask!(p));
         let select = <facility::Entity as sea_orm::EntityTrait>::find();
         let listing = listing!(facility, CreatedAt, None);
         let rows = list_page(self.db(), ctx, &mut page, select, listing, p.updated_since, None).await?;

@@ -10,7 +10,11 @@ use super::{Handlers, find_in_gym};
 use crate::listing::{Envelope, list_page, listing};
 use crate::openapi::*;
 use crate::types::{Date, wire::Json};
-use crate::{context::RequestContext, errors::ApiError, pagination::Page};
+use crate::{
+    context::RequestContext,
+    errors::ApiError,
+    pagination::{Page, ask},
+};
 
 fn record(m: member_membership::Model) -> Result<MemberMembership, ApiError> {
     let (plan_kind, plan_id) = match (m.membership_plan_id, m.subscription_plan_id) {
@@ -82,7 +86,7 @@ impl MemberMembershipsApi for Handlers {
         p: ListMembershipsOfMemberParams,
     ) -> Result<ListMembershipsOfMemberResponse, ApiError> {
         let m = find_in_gym::<member::Entity>(self.db(), ctx.tenant.gym_id, "member", &p.id).await?;
-        let page = Page::new(ctx, p.page, p.per_page, p.as_of);
+        let page = Page::new(ctx, &self.state.walks, ask!(p));
         let filters = Filters { member_id: Some(m.id), plan_id: p.plan_id, active_on: p.active_on.map(|d| d.0) };
         let list = list(self, ctx, page, filters, p.updated_since).await?;
         Ok(ListMembershipsOfMemberResponse::Ok(Json(list)))
@@ -93,7 +97,7 @@ impl MemberMembershipsApi for Handlers {
         ctx: &RequestContext,
         p: ListMemberMembershipsParams,
     ) -> Result<ListMemberMembershipsResponse, ApiError> {
-        let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
+        let mut page = Page::new(ctx, &self.state.walks, ask!(p));
         page.filter("member_id", p.member_id.map(|id| id.to_string()));
         let filters = Filters {
             member_id: p.member_id.map(MemberId::from),

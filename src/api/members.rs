@@ -23,7 +23,7 @@ use crate::{
     db::Writes,
     errors::ApiError,
     members::{self, Change, Claims, Edit, Edited, NewMember},
-    pagination::Page,
+    pagination::{Page, ask},
     records::{now, rfc3339},
     webhooks::{self, EventType},
 };
@@ -99,7 +99,7 @@ fn pg_literal(text: &str) -> String {
 
 impl MembersApi for Handlers {
     async fn list_members(&self, ctx: &RequestContext, p: ListMembersParams) -> Result<ListMembersResponse, ApiError> {
-        let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
+        let mut page = Page::new(ctx, &self.state.walks, ask!(p));
         page.filter("status", p.status.map(|s| s.as_str().to_string()));
         page.filter("search", p.search.clone());
         page.filter("updated_since", p.updated_since.map(rfc3339));

@@ -9,7 +9,12 @@ use super::{Handlers, find_in_gym};
 use crate::listing::{Envelope, list_page, listing};
 use crate::openapi::*;
 use crate::types::wire::Json;
-use crate::{context::RequestContext, errors::ApiError, pagination::Page, webhooks::EventType};
+use crate::{
+    context::RequestContext,
+    errors::ApiError,
+    pagination::{Page, ask},
+    webhooks::EventType,
+};
 
 const KIND: &str = "webhook delivery";
 
@@ -71,7 +76,7 @@ impl WebhooksApi for Handlers {
         ctx: &RequestContext,
         p: ListWebhookDeliveriesParams,
     ) -> Result<ListWebhookDeliveriesResponse, ApiError> {
-        let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
+        let mut page = Page::new(ctx, &self.state.walks, ask!(p));
         page.filter("status", p.status.map(|s| s.as_str().to_string()));
         page.filter("event_type", p.event_type.clone());
         page.filter("endpoint_id", p.endpoint_id.map(|id| id.to_string()));

@@ -17,7 +17,7 @@ use crate::{
     },
     listing::{Envelope, list_page, listing},
     openapi::device_api::*,
-    pagination::Page,
+    pagination::{Page, ask},
     records::now,
     types::wire::Json,
 };
@@ -127,7 +127,7 @@ impl OrdersApi for DeviceHandlers {
     async fn list_orders(&self, ctx: &RequestContext, p: ListOrdersParams) -> Result<ListOrdersResponse, ApiError> {
         use entity::states::PaymentStatus;
         use purchase::Column as C;
-        let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
+        let mut page = Page::new(ctx, &self.state.walks, ask!(p));
         page.filter("open", p.open.map(|o| o.to_string()));
         page.filter("facility_id", p.facility_id.map(|f| f.to_string()));
         let mut select = purchase::Entity::find().filter(C::FacilityId.is_not_null());

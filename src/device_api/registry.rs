@@ -11,14 +11,14 @@ use crate::{
     frontdesk::devices,
     listing::{Envelope, list_page, listing},
     openapi::device_api::*,
-    pagination::Page,
+    pagination::{Page, ask},
     records::now,
     types::wire::Json,
 };
 
 impl DevicesApi for DeviceHandlers {
     async fn list_devices(&self, ctx: &RequestContext, p: ListDevicesParams) -> Result<ListDevicesResponse, ApiError> {
-        let mut page = Page::new(ctx, p.page, p.per_page, p.as_of);
+        let mut page = Page::new(ctx, &self.state.walks, ask!(p));
         page.filter("kind", p.kind.map(|k| k.as_str().to_string()));
         page.filter("facility_id", p.facility_id.map(|f| f.to_string()));
         let mut select = device::Entity::find();

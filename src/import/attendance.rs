@@ -88,7 +88,7 @@ pub async fn attendance(
                 member_id: Set(member_id),
                 kind: Set(kind),
                 status: Set(r.status.map_or(AttendanceStatus::Granted, Into::into)),
-                occurred_at: Set(r.occurred_at),
+                occurred_at: Set(crate::records::to_micros(r.occurred_at)),
                 legacy_id: Set(Some(r.legacy_id.clone())),
                 created_at: Set(at),
                 updated_at: Set(at),

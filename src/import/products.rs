@@ -139,7 +139,7 @@ pub async fn purchases(
                 total_amount: Set(r.total.amount),
                 currency: Set(r.total.currency.clone()),
                 payment_status: Set(PaymentStatus::from(r.payment_status)),
-                purchased_at: Set(r.purchased_at),
+                purchased_at: Set(crate::records::to_micros(r.purchased_at)),
                 legacy_id: Set(Some(r.legacy_id.clone())),
                 created_at: Set(at),
                 updated_at: Set(at),

@@ -28,6 +28,8 @@ pub struct MemoryStore {
     /// ago (`None`, a tombstone: a request that read the key before the change caches nothing over
     /// it); at most `MAX_REFUSALS`.
     grants: Mutex<HashMap<String, (Option<String>, Instant)>>,
+    /// List walks' next positions, until when; at most `MAX_REFUSALS`.
+    walks: Mutex<HashMap<String, (String, Instant)>>,
 }
 
 /// How long this process answers a key from what it resolved: a change made by another process
@@ -82,6 +84,7 @@ impl Default for MemoryStore {
             refusals: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
             grants: Mutex::new(HashMap::new()),
+            walks: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -225,6 +228,17 @@ impl Store for MemoryStore {
     async fn remember_refusal(&self, fingerprint: &str, refusal: KeyRefusal, ttl: Duration) -> Result<(), StoreError> {
         let until = Instant::now() + ttl;
         remember(&mut *self.refusals.lock().map_err(poisoned)?, fingerprint, (refusal, until));
+        Ok(())
+    }
+
+    async fn walk_recall(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let walks = self.walks.lock().map_err(poisoned)?;
+        Ok(walks.get(key).filter(|(_, until)| *until > Instant::now()).map(|(value, _)| value.clone()))
+    }
+
+    async fn walk_keep(&self, key: &str, value: &str, ttl: Duration) -> Result<(), StoreError> {
+        let until = Instant::now() + ttl;
+        remember(&mut *self.walks.lock().map_err(poisoned)?, key, (value.to_string(), until));
         Ok(())
     }
 

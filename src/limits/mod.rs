@@ -144,6 +144,13 @@ pub trait Store: Send + Sync + 'static {
     /// Frees the key of a started request that must not be replayed (a 5xx), so the client may retry.
     async fn idempotency_abort(&self, key: &str) -> Result<(), StoreError>;
 
+    /// The value kept under a list walk's `key` by [`Store::walk_keep`], if it is still kept.
+    async fn walk_recall(&self, key: &str) -> Result<Option<String>, StoreError>;
+
+    /// Keeps `value` under a list walk's `key` for `ttl` (the next page's position, see
+    /// `pagination::Walks`).
+    async fn walk_keep(&self, key: &str, value: &str, ttl: Duration) -> Result<(), StoreError>;
+
     /// Whether the store answers (for `/readyz`).
     async fn ping(&self) -> Result<(), StoreError>;
 

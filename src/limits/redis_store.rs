@@ -419,6 +419,19 @@ impl Store for RedisStore {
         self.bounded(cmd.query_async::<()>(&mut conn)).await
     }
 
+    async fn walk_recall(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let mut conn = self.conn.clone();
+        let key = format!("{}walk:{key}", self.prefix);
+        self.bounded(redis::cmd("GET").arg(key).query_async::<Option<String>>(&mut conn)).await
+    }
+
+    async fn walk_keep(&self, key: &str, value: &str, ttl: Duration) -> Result<(), StoreError> {
+        let mut conn = self.conn.clone();
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(format!("{}walk:{key}", self.prefix)).arg(value).arg("PX").arg(ttl.as_millis().max(1) as u64);
+        self.bounded(cmd.query_async::<()>(&mut conn)).await
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         let mut conn = self.conn.clone();
         self.bounded(redis::cmd("PING").query_async::<String>(&mut conn)).await.map(|_| ())

@@ -36,24 +36,6 @@ pub fn form_token(key: &[u8], nonce: &str) -> String {
     hex::encode(mac.finalize().into_bytes())
 }
 
-/// The deployment's secret called `name`, made by the first instance that asks (every instance
-/// then reads the same one).
-pub async fn server_secret(db: &impl ConnectionTrait, name: &str) -> Result<Vec<u8>, DbErr> {
-    use sea_orm::{Statement, Value};
-    let backend = db.get_database_backend();
-    let insert = crate::db::placeholders(
-        backend,
-        "INSERT INTO server_secrets (name, value, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING",
-    );
-    let values: [Value; 3] = [name.into(), token().into(), now().into()];
-    db.execute(Statement::from_sql_and_values(backend, insert, values)).await?;
-    let select = crate::db::placeholders(backend, "SELECT value FROM server_secrets WHERE name = ?");
-    let row = db.query_one(Statement::from_sql_and_values(backend, select, [name.into()])).await?;
-    let value: String =
-        row.ok_or_else(|| DbErr::RecordNotFound(format!("server secret {name}")))?.try_get("", "value")?;
-    hex::decode(value).map_err(|e| DbErr::Custom(format!("server secret {name}: {e}")))
-}
-
 fn digest(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }

@@ -28,7 +28,7 @@ pub(super) async fn index(req: &Request, state: Data<&AppState>) -> Response {
 
 /// The key of the sign-in form's tokens (`session::form_token`).
 async fn sign_in_key(state: &AppState) -> Result<&[u8], sea_orm::DbErr> {
-    let key = state.sign_in_key.get_or_try_init(|| session::server_secret(state.db.orm(), "sign_in_form"));
+    let key = state.sign_in_key.get_or_try_init(|| crate::db::server_secret(state.db.orm(), "sign_in_form"));
     key.await.map(Vec::as_slice)
 }
 

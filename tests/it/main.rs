@@ -17,6 +17,7 @@ mod durability;
 mod errors;
 mod facilities;
 mod hardening;
+mod history;
 mod import;
 mod import_files;
 mod import_hostile;

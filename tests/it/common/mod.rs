@@ -202,6 +202,16 @@ impl TestApp {
     }
 
     pub async fn spawn_with(configure: impl FnOnce(&mut Config)) -> Self {
+        Self::spawn_as(configure, None).await
+    }
+
+    /// A server as [`TestApp::spawn_with`] makes it, whose reads outside a transaction are copied
+    /// into `recorded` (the statements a request sent, to ask the database how it plans them).
+    pub async fn spawn_recording(recorded: gymapi::db::Recorded, configure: impl FnOnce(&mut Config)) -> Self {
+        Self::spawn_as(configure, Some(recorded)).await
+    }
+
+    async fn spawn_as(configure: impl FnOnce(&mut Config), recorded: Option<gymapi::db::Recorded>) -> Self {
         init_logs();
         let (database_url, scratch) = fresh_database().await;
         let mut config = Config { database_url: database_url.clone(), ..Config::default() };
@@ -218,7 +228,10 @@ impl TestApp {
         }
         // As `serve` opens it (on partitioned tables, with generic plans).
         let db = gymapi::db::open(&config.database_url).await.unwrap();
-        let state = AppState::new(db.clone(), config.clone()).await.unwrap();
+        let mut state = AppState::new(db.clone(), config.clone()).await.unwrap();
+        if let Some(recorded) = recorded {
+            state.db = state.db.clone().recording(recorded);
+        }
         let server_db = db.clone();
         let db = if citus::on_citus() { citus::inspecting(&config.database_url).await } else { db };
         // As `serve` does: the webhook dispatcher runs beside the API (unless the config says not).

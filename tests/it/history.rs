@@ -1,0 +1,281 @@
+//! A gym's history costs nothing per page: every way of walking a list finds the same pages, a
+//! cursor that is not the page's own changes nothing, and a page's statements read its own rows,
+//! as the database plans and runs them, at any size of history.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use sea_orm::{ConnectionTrait, DbBackend, Statement};
+use serde_json::{Value, json};
+
+use crate::common::{Gym, TestApp};
+
+const MEMBERS: usize = 12;
+
+async fn members(app: &TestApp, gym: &Gym) {
+    let rows: Vec<Value> = (0..MEMBERS)
+        .map(|i| json!({"legacy_id": format!("M{i}"), "first_name": "H", "last_name": format!("M{i}")}))
+        .collect();
+    let r = app.post(&gym.live_key, "/import/members", json!({ "rows": rows })).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+}
+
+/// Check-ins `from..to`, 30 s apart going back from `base`, two at each moment (the id breaks the
+/// tie), one in five denied, each of one member in turn.
+async fn grow(app: &TestApp, gym: &Gym, base: DateTime<Utc>, range: std::ops::Range<usize>) {
+    let rows: Vec<Value> = range
+        .map(|n| {
+            let at = base - chrono::Duration::seconds(30 * (n / 2) as i64);
+            json!({"legacy_id": format!("A{n}"), "member_legacy_id": format!("M{}", n % MEMBERS),
+                   "occurred_at": at.to_rfc3339(), "status": if n % 5 == 0 { "denied" } else { "granted" }})
+        })
+        .collect();
+    for batch in rows.chunks(500) {
+        let r = app.post(&gym.live_key, "/import/attendance", json!({ "rows": batch })).await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+    }
+}
+
+fn ids(page: &Value) -> Vec<String> {
+    page["data"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_string()).collect()
+}
+
+fn relative(link: &str) -> String {
+    link.strip_prefix("/api/v1").unwrap_or_else(|| panic!("not relative: {link}")).to_string()
+}
+
+fn encoded(t: &str) -> String {
+    url::form_urlencoded::byte_serialize(t.as_bytes()).collect()
+}
+
+/// The filters every walk is tried with.
+fn filters(member: &str, base: DateTime<Utc>) -> Vec<String> {
+    let hour = |h: i64| encoded(&(base - chrono::Duration::hours(h)).to_rfc3339());
+    vec![
+        String::new(),
+        "&status=denied".into(),
+        format!("&member_id={member}"),
+        format!("&from={}&to={}", hour(3), hour(1)),
+    ]
+}
+
+/// Following `links.next`, asking `page=meta.next_page` with `as_of`, asking every page cold by
+/// its number (last first, so that no page was kept for it), and following `links.prev` back from
+/// the last page all list the same records in the same order, once each.
+#[tokio::test]
+async fn every_way_of_walking_a_list_finds_the_same_pages() {
+    let app = TestApp::spawn_with(|c| c.rate_limit_per_minute = 1_000_000).await;
+    let gym = app.gym("Walks").await;
+    members(&app, &gym).await;
+    let base = Utc::now() - chrono::Duration::minutes(5);
+    grow(&app, &gym, base, 0..1_100).await;
+    let member =
+        app.get(&gym.live_key, "/members?per_page=1").await.body["data"][0]["id"].as_str().unwrap().to_string();
+    for filter in filters(&member, base) {
+        let first = app.get(&gym.live_key, &format!("/attendance?per_page=40{filter}")).await.body;
+        let (total, last) = (first["meta"]["total"].as_u64().unwrap(), first["meta"]["last_page"].as_i64().unwrap());
+        assert!(total > 40, "{filter}: {total} rows make more than one page");
+        let as_of = encoded(first["meta"]["as_of"].as_str().unwrap());
+
+        let mut by_link = ids(&first);
+        let mut page = first.clone();
+        while let Some(next) = page["links"]["next"].as_str() {
+            assert!(next.contains("cursor="), "{next}");
+            page = app.get(&gym.live_key, &relative(next)).await.body;
+            assert_eq!(page["meta"]["total"], total, "{filter}");
+            by_link.extend(ids(&page));
+        }
+        assert_eq!(by_link.len() as u64, total, "{filter}: every record once");
+
+        let number = |p: i64| format!("/attendance?per_page=40{filter}&page={p}&as_of={as_of}");
+        let mut by_number = ids(&first);
+        for p in 2..=last {
+            by_number.extend(ids(&app.get(&gym.live_key, &number(p)).await.body));
+        }
+        assert_eq!(by_number, by_link, "{filter}: page=meta.next_page with as_of");
+
+        // Cold: a walk pinned a microsecond later holds the same records and has nothing kept.
+        let later = encoded(
+            &(first["meta"]["as_of"].as_str().unwrap().parse::<DateTime<Utc>>().unwrap()
+                + chrono::Duration::microseconds(1))
+            .to_rfc3339(),
+        );
+        let mut cold = Vec::new();
+        for p in (1..=last).rev() {
+            let body =
+                app.get(&gym.live_key, &format!("/attendance?per_page=40{filter}&page={p}&as_of={later}")).await.body;
+            cold.splice(0..0, ids(&body));
+        }
+        assert_eq!(cold, by_link, "{filter}: each page by its number alone");
+
+        let mut back = Vec::new();
+        let mut page = app.get(&gym.live_key, &number(last)).await.body;
+        loop {
+            back.splice(0..0, ids(&page));
+            let Some(prev) = page["links"]["prev"].as_str() else { break };
+            page = app.get(&gym.live_key, &relative(prev)).await.body;
+        }
+        assert_eq!(back, by_link, "{filter}: links.prev from the last page");
+    }
+}
+
+/// A cursor from another walk, another page, another gym, or an edited one is ignored: the page
+/// is the one `page` names. One that cannot be a cursor at all is 422.
+#[tokio::test]
+async fn a_cursor_that_is_not_the_pages_own_changes_nothing() {
+    let app = TestApp::spawn_with(|c| c.rate_limit_per_minute = 1_000_000).await;
+    let gym = app.gym("Cursors").await;
+    let other = app.gym("Other").await;
+    members(&app, &gym).await;
+    members(&app, &other).await;
+    let base = Utc::now() - chrono::Duration::minutes(5);
+    grow(&app, &gym, base, 0..300).await;
+    grow(&app, &other, base, 0..300).await;
+    let first = app.get(&gym.live_key, "/attendance?per_page=10").await.body;
+    let next = first["links"]["next"].as_str().unwrap();
+    let cursor = next.split("cursor=").nth(1).unwrap().to_string();
+    let as_of = encoded(first["meta"]["as_of"].as_str().unwrap());
+    let page = |p: i64, extra: &str| format!("/attendance?per_page=10&page={p}&as_of={as_of}{extra}");
+    let page3 = ids(&app.get(&gym.live_key, &page(3, "")).await.body);
+    let denied3 = ids(&app.get(&gym.live_key, &page(3, "&status=denied")).await.body);
+    let mut edited = cursor.clone().into_bytes();
+    edited[5] = if edited[5] == b'A' { b'B' } else { b'A' };
+    let edited = String::from_utf8(edited).unwrap();
+    for (url, expected, why) in [
+        (page(3, &format!("&cursor={cursor}")), &page3, "a cursor to page 2 on page 3"),
+        (page(3, &format!("&status=denied&cursor={cursor}")), &denied3, "a cursor of another filter"),
+        (page(3, &format!("&cursor={edited}")), &page3, "an edited cursor"),
+        (page(3, "&cursor=AAAA"), &page3, "a made-up cursor"),
+    ] {
+        let r = app.get(&gym.live_key, &url).await;
+        assert_eq!(r.status, 200, "{why}");
+        assert_eq!(&ids(&r.body), expected, "{why}");
+        assert_eq!(r.body["meta"]["current_page"], 3, "{why}");
+    }
+    // The same walk's link, on another gym: that gym's own page 2.
+    let theirs = app.get(&other.live_key, &format!("/attendance?per_page=10&page=2&as_of={as_of}")).await.body;
+    let crossed = app.get(&other.live_key, &relative(next)).await.body;
+    assert_eq!(ids(&crossed), ids(&theirs));
+    for bad in ["%2F%2F", &"A".repeat(257)] {
+        let r = app.get(&gym.live_key, &page(2, &format!("&cursor={bad}"))).await;
+        assert_eq!(r.status, 422, "{bad}");
+        assert!(r.body["errors"]["cursor"].is_array(), "{}", r.body);
+    }
+}
+
+/// How much of the table the database reads for one statement: on PostgreSQL the rows each plan
+/// node produced and threw away when run (`EXPLAIN ANALYZE`); on SQLite, whose plans do not
+/// depend on the values or the table's size, the plan's lines, refused when one scans the gym or
+/// sorts it whole.
+async fn rows_read(db: &impl ConnectionTrait, stmt: &Statement) -> u64 {
+    match db.get_database_backend() {
+        DbBackend::Postgres => {
+            let sql = format!("EXPLAIN (ANALYZE, FORMAT JSON) {}", stmt.sql);
+            let explain = Statement { sql, values: stmt.values.clone(), db_backend: DbBackend::Postgres };
+            let row = db.query_one(explain).await.unwrap().unwrap();
+            let plan: Value = row.try_get("", "QUERY PLAN").unwrap();
+            fn walk(v: &Value) -> u64 {
+                match v {
+                    Value::Object(o) => {
+                        // The rows each scan of a table or an index took (a bitmap's index scan
+                        // is counted by its heap scan), kept or thrown away.
+                        let kind = o.get("Node Type").and_then(Value::as_str).unwrap_or_default();
+                        let scans = kind.ends_with("Scan") && kind != "Bitmap Index Scan";
+                        let loops = o.get("Actual Loops").and_then(Value::as_u64).unwrap_or(1);
+                        let own = ["Actual Rows", "Rows Removed by Filter", "Rows Removed by Index Recheck"]
+                            .iter()
+                            .filter_map(|k| o.get(*k).and_then(Value::as_u64))
+                            .sum::<u64>();
+                        let mine = if scans { own * loops } else { 0 };
+                        mine + o.values().map(walk).sum::<u64>()
+                    }
+                    Value::Array(a) => a.iter().map(walk).sum(),
+                    _ => 0,
+                }
+            }
+            if std::env::var("SHOW_PLANS").is_ok() {
+                eprintln!("{}\n{}", stmt.sql, plan);
+            }
+            walk(&plan)
+        }
+        _ => {
+            let sql = format!("EXPLAIN QUERY PLAN {}", stmt.sql);
+            let explain = Statement { sql, values: stmt.values.clone(), db_backend: DbBackend::Sqlite };
+            let plan: Vec<String> = db
+                .query_all(explain)
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.try_get::<String>("", "detail").unwrap())
+                .collect();
+            let whole = plan.iter().any(|l| l.starts_with("SCAN attendance") || l == "USE TEMP B-TREE FOR ORDER BY");
+            assert!(!whole, "a statement reads the whole history:\n{}\n{plan:#?}", stmt.sql);
+            plan.len() as u64
+        }
+    }
+}
+
+/// Each list request's statements on the attendance table read about as much with ten times the
+/// history as without it: page 1, the next page from the middle of a walk by `links.next` and by
+/// number, one member's page,
+/// a status and an hour's page. The rows a filter outside the gym's counters selects are counted
+/// once, by the walk's first page, and are left out of its figure. (A page asked by its number
+/// alone skips the records before it from the nearer end, and is left out.)
+#[tokio::test]
+async fn a_page_reads_its_own_rows_not_the_history() {
+    let recorded = gymapi::db::Recorded::default();
+    let app = TestApp::spawn_recording(recorded.clone(), |c| c.rate_limit_per_minute = 1_000_000).await;
+    let gym = app.gym("History").await;
+    members(&app, &gym).await;
+    let base = Utc::now() - chrono::Duration::minutes(5);
+    let member =
+        app.get(&gym.live_key, "/members?per_page=1").await.body["data"][0]["id"].as_str().unwrap().to_string();
+    let mut reads: Vec<BTreeMap<String, u64>> = Vec::new();
+    let mut have = 0;
+    for size in [600, 6_000] {
+        grow(&app, &gym, base, have..size).await;
+        have = size;
+        if app.db.get_database_backend() == DbBackend::Postgres {
+            app.db.execute_unprepared("ANALYZE").await.unwrap();
+        }
+        let mut read = BTreeMap::new();
+        for filter in filters(&member, base) {
+            // The walk's middle page, asked by its number (not measured), and the next one.
+            let first = app.get(&gym.live_key, &format!("/attendance?per_page=25{filter}")).await.body;
+            let as_of = encoded(first["meta"]["as_of"].as_str().unwrap());
+            let middle = first["meta"]["last_page"].as_i64().unwrap() / 2;
+            let page = |p: i64| format!("/attendance?per_page=25{filter}&page={p}&as_of={as_of}");
+            let there = app.get(&gym.live_key, &page(middle)).await.body;
+            let next = relative(there["links"]["next"].as_str().unwrap());
+            let requests = [
+                ("page 1", format!("/attendance?per_page=25{filter}")),
+                ("links.next from the middle", next),
+                ("the middle's next page by number", page(middle + 1)),
+            ];
+            for (name, path) in requests {
+                recorded.lock().unwrap().clear();
+                let r = app.get(&gym.live_key, &path).await;
+                assert_eq!(r.status, 200, "{path}");
+                let statements: Vec<Statement> = recorded.lock().unwrap().drain(..).collect();
+                let mut n = 0;
+                for s in statements
+                    .iter()
+                    .filter(|s| s.sql.contains("FROM \"attendance\"") || s.sql.contains("FROM attendance"))
+                {
+                    n += rows_read(&app.db, s).await;
+                }
+                assert!(n > 0, "{name}{filter}: no statement on attendance was recorded");
+                // A filter outside the gym's counters (a member, a period) is counted over the
+                // rows it selects, once per walk, on the walk's first page.
+                let counted = name == "page 1" && (filter.contains("member_id") || filter.contains("from"));
+                let own = if counted { r.body["meta"]["total"].as_u64().unwrap() } else { 0 };
+                read.insert(format!("{name} {filter}"), n.saturating_sub(own));
+            }
+        }
+        reads.push(read);
+    }
+    for (name, small) in &reads[0] {
+        let large = reads[1][name];
+        assert!(large <= small * 2 + 20, "{name}: {small} rows read with 600 check-ins, {large} with 6,000");
+    }
+}
