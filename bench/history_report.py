@@ -19,7 +19,8 @@ def table(name, report):
     steps = report["steps"]
     head = "| request | " + " | ".join(f"{s['rows']:,} rows" for s in steps) + " | last / first |"
     lines = [f"### {name}", "", head, "|---" * (len(steps) + 2) + "|"]
-    for key in steps[0]["costs_ms"]:
+    keys = [k for k in SHOWN if k in steps[0]["costs_ms"]] + sorted(set(steps[0]["costs_ms"]) - set(SHOWN))
+    for key in keys:
         vals = [s["costs_ms"][key] for s in steps]
         ratio = vals[-1] / vals[0] if vals[0] else float("nan")
         lines.append(f"| {key} (ms) | " + " | ".join(f"{v:.1f}" for v in vals) + f" | {ratio:.2f} |")

@@ -47,7 +47,9 @@ impl Resume {
     pub fn encode(&self, key: &[u8], walk: &str) -> String {
         let body = self.body();
         let mut bytes = body.to_vec();
-        bytes.extend_from_slice(&signature(key, walk, &body)[..TAG]);
+        // HMAC takes a key of any length: `mac` is always there.
+        let signature = mac(key, walk, &body).map(|m| m.finalize().into_bytes().to_vec()).unwrap_or_default();
+        bytes.extend_from_slice(signature.get(..TAG).unwrap_or(&[0; TAG]));
         URL_SAFE_NO_PAD.encode(bytes)
     }
 
@@ -61,11 +63,7 @@ impl Resume {
             return None;
         }
         let (body, tag) = bytes.split_at(BODY);
-        let mut mac = Hmac::<Sha256>::new_from_slice(key).ok()?;
-        mac.update(walk.as_bytes());
-        mac.update(&[0]);
-        mac.update(body);
-        mac.verify_truncated_left(tag).ok()?;
+        mac(key, walk, body)?.verify_truncated_left(tag).ok()?;
         Self::parse(body)
     }
 
@@ -96,13 +94,13 @@ impl Resume {
     }
 }
 
-fn signature(key: &[u8], walk: &str, body: &[u8]) -> Vec<u8> {
-    // HMAC takes a key of any length.
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else { return vec![0; TAG] };
+/// The signature of a cursor's `body` in `walk`, under `key`, before it is finished.
+fn mac(key: &[u8], walk: &str, body: &[u8]) -> Option<Hmac<Sha256>> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).ok()?;
     mac.update(walk.as_bytes());
     mac.update(&[0]);
     mac.update(body);
-    mac.finalize().into_bytes().to_vec()
+    Some(mac)
 }
 
 #[cfg(test)]
