@@ -193,6 +193,7 @@ async fn rows_read(db: &impl ConnectionTrait, stmt: &Statement) -> u64 {
                     _ => 0,
                 }
             }
+            // `SHOW_PLANS=1 cargo test ... history` prints each plan, to see where rows are read.
             if std::env::var("SHOW_PLANS").is_ok() {
                 eprintln!("{}\n{}", stmt.sql, plan);
             }
