@@ -280,3 +280,93 @@ async fn a_page_reads_its_own_rows_not_the_history() {
         assert!(large <= small * 2 + 20, "{name}: {small} rows read with 600 check-ins, {large} with 6,000");
     }
 }
+
+/// `GET url` below `base`, one of the two APIs, as 200.
+async fn list(app: &TestApp, base: &str, key: &str, url: String) -> Value {
+    let r = if base == "/api/v1" { app.get(key, &url).await } else { app.device("GET", &url, key, None, &[]).await };
+    assert_eq!(r.status, 200, "{url}: {:?}", r.body);
+    r.body
+}
+
+/// Every list of both documents hands its next page a cursor in `links.next`, and that page is
+/// the one its number names.
+#[tokio::test]
+async fn every_list_hands_its_next_page_a_cursor() {
+    let app = TestApp::spawn_with(|c| c.rate_limit_per_minute = 1_000_000).await;
+    let gym = app.gym("Lists").await;
+    let k = &gym.live_key;
+    let price = json!({"amount": 100, "currency": "EUR"});
+    let at = |n: i64| (Utc::now() - chrono::Duration::minutes(n)).to_rfc3339();
+    let imports = [
+        ("facilities", json!([{"legacy_id": "F1", "name": "North"}, {"legacy_id": "F2", "name": "South"}])),
+        (
+            "plans",
+            json!([
+                {"legacy_id": "P1", "kind": "membership", "name": "Open", "price": price, "duration_days": 30},
+                {"legacy_id": "P2", "kind": "membership", "name": "Ten", "price": price, "visit_limit": 10},
+                {"legacy_id": "S1", "kind": "subscription", "name": "Monthly", "price": price, "billing_interval": "month"},
+                {"legacy_id": "S2", "kind": "subscription", "name": "Yearly", "price": price, "billing_interval": "year"},
+            ]),
+        ),
+        (
+            "members",
+            json!([{"legacy_id": "M1", "first_name": "A", "last_name": "One"},
+                           {"legacy_id": "M2", "first_name": "B", "last_name": "Two"}]),
+        ),
+        (
+            "memberships",
+            json!([
+                {"legacy_id": "H1", "member_legacy_id": "M1", "plan_legacy_id": "P1", "starts_on": "2026-01-01"},
+                {"legacy_id": "H2", "member_legacy_id": "M2", "plan_legacy_id": "P1", "starts_on": "2026-01-01"},
+            ]),
+        ),
+        (
+            "attendance",
+            json!([{"legacy_id": "A1", "member_legacy_id": "M1", "occurred_at": at(3)},
+                              {"legacy_id": "A2", "member_legacy_id": "M2", "occurred_at": at(2)}]),
+        ),
+        (
+            "products",
+            json!([{"legacy_id": "X1", "name": "Bar", "price": price}, {"legacy_id": "X2", "name": "Water", "price": price}]),
+        ),
+        (
+            "purchases",
+            json!([
+                {"legacy_id": "S1", "member_legacy_id": "M1", "description": "Day pass", "total": price, "payment_status": "paid", "purchased_at": at(3)},
+                {"legacy_id": "S2", "member_legacy_id": "M2", "description": "Day pass", "total": price, "payment_status": "paid", "purchased_at": at(2)},
+            ]),
+        ),
+    ];
+    for (entity, rows) in imports {
+        let r = app.post(k, &format!("/import/{entity}"), json!({ "rows": rows })).await;
+        assert_eq!(r.status, 200, "{entity}: {:?}", r.body);
+    }
+    for (kind, name) in [("door", "Front"), ("doorbell", "Bell")] {
+        let r = app.device("POST", "/devices", k, Some(json!({"kind": kind, "name": name})), &[]).await;
+        assert_eq!(r.status, 201, "{:?}", r.body);
+    }
+    let integration = [
+        "/members",
+        "/member-memberships",
+        "/memberships",
+        "/membership-subscriptions",
+        "/attendance",
+        "/access-logs",
+        "/products",
+        "/purchases",
+        "/facilities",
+    ];
+    let lists = integration.iter().map(|p| ("/api/v1", *p)).chain([("/api/v1/devices", "/devices")]);
+    for (base, path) in lists {
+        let first = list(&app, base, k, format!("{path}?per_page=1")).await;
+        let next = first["links"]["next"].as_str().unwrap_or_else(|| panic!("{path}: one page only"));
+        assert!(next.contains("cursor="), "{path}: {next}");
+        let by_link = list(&app, base, k, next.strip_prefix(base).unwrap().to_string()).await;
+        let later = first["meta"]["as_of"].as_str().unwrap().parse::<DateTime<Utc>>().unwrap()
+            + chrono::Duration::microseconds(1);
+        let by_number =
+            list(&app, base, k, format!("{path}?per_page=1&page=2&as_of={}", encoded(&later.to_rfc3339()))).await;
+        assert!(!ids(&by_link).is_empty(), "{path}");
+        assert_eq!(ids(&by_link), ids(&by_number), "{path}");
+    }
+}
