@@ -65,8 +65,10 @@ where
     if let Some(t) = updated_since {
         select = select.filter(l.updated.gte(t));
     }
-    let known = match (counted, l.counted) {
-        (Some(label), Some(list)) if updated_since.is_none() => {
+    // A walk's later page has its total from the page before it: nothing to count then.
+    let known = match (page.locate(db).await?, counted, l.counted) {
+        (Some(total), _, _) => Some(total),
+        (None, Some(label), Some(list)) if updated_since.is_none() => {
             Some(counters::total_as_of(db, ctx.tenant.gym_id, list, label, page.as_of).await?)
         }
         _ => None,

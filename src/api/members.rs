@@ -97,6 +97,43 @@ fn pg_literal(text: &str) -> String {
     out
 }
 
+impl Handlers {
+    /// The members a search finds at the page's `as_of` (`filtered`), from what is kept for the
+    /// gym's members' version when it can be (see `search_totals`: the version is read before the
+    /// count, and a count is kept only when it takes in every member).
+    async fn search_total(
+        &self,
+        ctx: &RequestContext,
+        p: &ListMembersParams,
+        term: &str,
+        page: &Page,
+        filtered: sea_orm::Select<member::Entity>,
+    ) -> Result<i64, ApiError> {
+        let kept = match p.updated_since {
+            Some(_) => None,
+            None => {
+                let state = search_totals::members_state(self.db(), ctx.tenant.gym_id).await?;
+                let search = Search {
+                    gym_id: ctx.tenant.gym_id,
+                    status: p.status.map(|s| s.as_str()),
+                    pattern: like_pattern(term),
+                };
+                let all = state.newest.is_none_or(|newest| page.as_of >= newest);
+                all.then_some((search, state.version))
+            }
+        };
+        if let Some(total) = kept.as_ref().and_then(|(search, version)| self.state.search_totals.get(search, *version))
+        {
+            return Ok(total);
+        }
+        let total = i64::try_from(filtered.count(self.db()).await?).unwrap_or(i64::MAX);
+        if let Some((search, version)) = kept {
+            self.state.search_totals.put(search, version, total);
+        }
+        Ok(total)
+    }
+}
+
 impl MembersApi for Handlers {
     async fn list_members(&self, ctx: &RequestContext, p: ListMembersParams) -> Result<ListMembersResponse, ApiError> {
         let mut page = Page::new(ctx, &self.state.walks, ask!(p));
@@ -112,35 +149,17 @@ impl MembersApi for Handlers {
         if let Some(t) = p.updated_since {
             select = select.filter(member::Column::UpdatedAt.gte(t));
         }
+        // A walk's later page has its total from the page before it: nothing to count then.
+        let walk_total = page.locate(self.db()).await?;
         let mut counted = None;
         if let Some(term) = search {
             let backend = self.db().get_database_backend();
             let matches = search_condition(backend, term);
-            // See `search_totals`: the version is read before the count, and a count is kept only
-            // when it takes in every member.
-            let kept = match p.updated_since {
-                Some(_) => None,
-                None => {
-                    let state = search_totals::members_state(self.db(), ctx.tenant.gym_id).await?;
-                    let search = Search {
-                        gym_id: ctx.tenant.gym_id,
-                        status: p.status.map(|s| s.as_str()),
-                        pattern: like_pattern(term),
-                    };
-                    let all = state.newest.is_none_or(|newest| page.as_of >= newest);
-                    all.then_some((search, state.version))
-                }
-            };
-            let total = match kept.as_ref().and_then(|(search, version)| self.state.search_totals.get(search, *version))
-            {
+            let total = match walk_total {
                 Some(total) => total,
                 None => {
                     let filtered = select.clone().filter(matches.clone()).filter(created_by(backend, page.as_of));
-                    let total = i64::try_from(filtered.count(self.db()).await?).unwrap_or(i64::MAX);
-                    if let Some((search, version)) = kept {
-                        self.state.search_totals.put(search, version, total);
-                    }
-                    total
+                    self.search_total(ctx, &p, term, &page, filtered).await?
                 }
             };
             counted = Some(total);
@@ -162,8 +181,9 @@ impl MembersApi for Handlers {
             };
         }
         // Without search or updated_since the total comes from the gym's counters.
-        let known_total = match (search, p.updated_since) {
-            (None, None) => Some(
+        let known_total = match (walk_total, search, p.updated_since) {
+            (Some(total), _, _) => Some(total),
+            (None, None, None) => Some(
                 counters::members_as_of(self.db(), ctx.tenant.gym_id, p.status.map(|s| s.as_str()), page.as_of).await?,
             ),
             _ => counted,

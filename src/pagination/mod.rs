@@ -22,7 +22,7 @@ use sea_orm::{
 };
 use sha2::{Digest, Sha256};
 
-pub use cursor::{Anchor, Position, Resume};
+use cursor::{Anchor, Position, Resume};
 
 use crate::{context::RequestContext, errors::ApiError, limits::Store};
 
@@ -108,16 +108,20 @@ pub struct Page {
     pinned: bool,
     cursor: Option<String>,
     walks: Arc<Walks>,
-    /// What the links of a found page are signed with, and the places of its first and last
-    /// records.
-    found: Option<Found>,
+    /// Where the page is in its walk, once [`Page::locate`] has looked.
+    located: Option<Located>,
+    /// The places of the found page's first and last records.
+    found: Option<(Position, Position)>,
 }
 
 #[derive(Clone)]
-struct Found {
+struct Located {
+    /// What the page's cursors are signed with.
     key: Arc<[u8]>,
-    first: Position,
-    last: Position,
+    /// Where the page before (or after) it said it is, if one did.
+    resume: Option<Resume>,
+    /// Whether that came with the request (a link), not from the store.
+    by_link: bool,
 }
 
 impl Page {
@@ -134,6 +138,7 @@ impl Page {
             pinned: ask.as_of.is_some(),
             cursor: ask.cursor,
             walks: walks.clone(),
+            located: None,
             found: None,
         }
     }
@@ -173,6 +178,7 @@ impl Page {
     }
 
     pub fn link(&self, page: i64) -> String {
+        let cursor = self.cursor_to(page).map(|(_, cursor)| cursor);
         let mut q = url::form_urlencoded::Serializer::new(String::new());
         for (k, v) in &self.filters {
             q.append_pair(k, v);
@@ -180,23 +186,26 @@ impl Page {
         q.append_pair("as_of", &crate::records::rfc3339(self.as_of));
         q.append_pair("page", &page.to_string());
         q.append_pair("per_page", &self.per_page.to_string());
-        if let Some(cursor) = self.cursor_to(page) {
+        if let Some(cursor) = cursor {
             q.append_pair("cursor", &cursor);
         }
         format!("{}?{}", self.url, q.finish())
     }
 
-    /// The cursor of the page next to this one on either side (`None` for any other page).
-    fn cursor_to(&self, page: i64) -> Option<String> {
-        let found = self.found.as_ref()?;
+    /// The walk identity and the cursor of the page next to this one on either side (`None` for
+    /// any other page, and before the page is found).
+    fn cursor_to(&self, page: i64) -> Option<(String, String)> {
+        let (key, (first, last)) = (&self.located.as_ref()?.key, self.found?);
         let anchor = if page == self.page.checked_add(1)? {
-            Anchor::After(found.last)
+            Anchor::After(last)
         } else if page == self.page.checked_sub(1)? {
-            Anchor::Before(found.first)
+            Anchor::Before(first)
         } else {
             return None;
         };
-        Some(Resume { anchor, total: self.total }.encode(&found.key, &self.walk(page)))
+        let walk = self.walk(page);
+        let cursor = Resume { anchor, total: self.total }.encode(key, &walk);
+        Some((walk, cursor))
     }
 
     /// What names one page of one walk: the gym, the list, its filters, `as_of`, `per_page` and
@@ -208,6 +217,19 @@ impl Page {
         }
         let as_of = self.as_of.timestamp_micros();
         format!("{}\n{}\n{}\n{as_of}\n{}\n{page}", self.gym, self.path, filters.finish(), self.per_page)
+    }
+
+    /// Looks where this page is in its walk (call it once every filter is kept): from the
+    /// request's cursor or, for a walk by page number, from what the page before it kept.
+    /// Returns the walk's total when one of them gave it, so that a caller counts nothing then;
+    /// [`Page::fetch`] looks itself when nobody did.
+    pub async fn locate(&mut self, db: &impl ConnectionTrait) -> Result<Option<i64>, ApiError> {
+        if self.located.is_none() {
+            let key = self.walks.key(db).await?;
+            let (resume, by_link) = self.resume(&key).await;
+            self.located = Some(Located { key, resume, by_link });
+        }
+        Ok(self.located.as_ref().and_then(|l| l.resume).map(|r| r.total))
     }
 
     /// Where this page is, from the request's cursor or, for a walk by page number, from what the
@@ -226,7 +248,8 @@ impl Page {
 
     /// Counts and fetches one page of `select`, newest first by `order` then `id`, limited to
     /// records created at or before `as_of`. `known_total` skips the count when the caller has it
-    /// (from the gym's counters).
+    /// (from the gym's counters); a caller learns from [`Page::locate`] whether the walk's total is
+    /// known already, and then counts nothing.
     ///
     /// A page the walk's previous (or next) page pointed at, by its cursor or by what it kept in
     /// the store, is read from that record on (`(order, id) < (…)`, along the list's index) with
@@ -258,27 +281,23 @@ impl Page {
         C: ConnectionTrait,
     {
         let select = select.filter(created_by::<E>(db.get_database_backend(), created, self.as_of));
-        let key = self.walks.key(db).await?;
-        let (resume, by_link) = self.resume(&key).await;
-        self.total = match (resume, known_total) {
-            (Some(r), _) => r.total,
-            (None, Some(n)) => n,
+        let walk_total = self.locate(db).await?;
+        self.total = match (walk_total, known_total) {
+            (Some(n), _) | (None, Some(n)) => n,
             (None, None) => i64::try_from(select.clone().count(db).await?).unwrap_or(i64::MAX),
         };
+        let (resume, by_link) = self.located.as_ref().map_or((None, false), |l| (l.resume, l.by_link));
         let rows = match resume {
             Some(r) => from_anchor(db, select, r.anchor, order, id, self.per_page.max(1) as u64).await?,
             None => self.by_number(db, select, order, id).await?,
         };
         let place = |row: &E::Model| position::<E>(row, order, id);
-        self.found = match (rows.first().and_then(place), rows.last().and_then(place)) {
-            (Some(first), Some(last)) => Some(Found { key, first, last }),
-            _ => None,
-        };
+        self.found = rows.first().and_then(place).zip(rows.last().and_then(place));
         // A walk by page number asks for the next page with this page's `as_of`; one that follows
         // `links.next` brings its cursor and needs nothing kept.
         if let (false, Some(next)) = (by_link, self.next()) {
-            if let Some(cursor) = self.cursor_to(next) {
-                self.walks.keep(&self.walk(next), &cursor).await;
+            if let Some((walk, cursor)) = self.cursor_to(next) {
+                self.walks.keep(&walk, &cursor).await;
             }
         }
         Ok(rows)
@@ -426,6 +445,7 @@ mod tests {
             pinned: false,
             cursor: None,
             walks,
+            located: None,
             found: None,
         }
     }
