@@ -39,29 +39,42 @@ pub fn is_visit(kind: AttendanceKind, status: AttendanceStatus) -> bool {
     kind == AttendanceKind::CheckIn && status == AttendanceStatus::Granted
 }
 
-/// Adds entries of these statuses to the gym's attendance counters (and bumps the attendance
-/// version, which the statistics' check-ins of the day follow), in the writing transaction `db`.
-pub async fn count(db: &impl ConnectionTrait, gym_id: GymId, statuses: &[AttendanceStatus]) -> Result<(), DbErr> {
-    if let Some(statement) = count_statement(db.get_database_backend(), gym_id, statuses) {
+/// Adds entries of these statuses and dates to the gym's attendance counters and their counts per
+/// month and day (and bumps the attendance version, which the statistics' check-ins of the day
+/// follow), in the writing transaction `db`.
+pub async fn count(
+    db: &impl ConnectionTrait,
+    gym_id: GymId,
+    entries: &[(AttendanceStatus, DateTime<Utc>)],
+) -> Result<(), DbErr> {
+    for statement in count_statements(db.get_database_backend(), gym_id, entries) {
         db.execute(statement).await?;
     }
     Ok(())
 }
 
-/// The statement of [`count`], for a [`crate::db::Writes`].
-pub fn count_statement(backend: DbBackend, gym_id: GymId, statuses: &[AttendanceStatus]) -> Option<Statement> {
-    if statuses.is_empty() {
-        return None;
+/// The statements of [`count`], for a [`crate::db::Writes`] (none for no entries).
+pub fn count_statements(
+    backend: DbBackend,
+    gym_id: GymId,
+    entries: &[(AttendanceStatus, DateTime<Utc>)],
+) -> Vec<Statement> {
+    if entries.is_empty() {
+        return Vec::new();
     }
-    let mut deltas = vec![(ATTENDANCE_ROWS.name(None), i64::try_from(statuses.len()).unwrap_or(i64::MAX))];
+    let mut deltas = vec![(ATTENDANCE_ROWS.name(None), i64::try_from(entries.len()).unwrap_or(i64::MAX))];
     for status in [AttendanceStatus::Granted, AttendanceStatus::Denied] {
-        let n = statuses.iter().filter(|s| **s == status).count();
+        let n = entries.iter().filter(|(s, _)| *s == status).count();
         if n > 0 {
             deltas.push((ATTENDANCE_ROWS.name(Some(status.as_str())), i64::try_from(n).unwrap_or(i64::MAX)));
         }
     }
     deltas.extend(ATTENDANCE_ROWS.written());
-    counters::add_many_statement(backend, gym_id, &deltas)
+    let days = counters::days::deltas(ATTENDANCE_ROWS, entries.iter().map(|(s, at)| (s.as_str(), *at)));
+    // The days first: the gym's counters are the rows every writer of the gym meets, held from
+    // here to the commit.
+    let days = counters::days::add_statement(backend, gym_id, days);
+    days.into_iter().chain(counters::add_many_statement(backend, gym_id, &deltas)).collect()
 }
 
 /// Locks the rows of these members of a gym for the rest of the transaction, in the order of

@@ -66,10 +66,23 @@ where
         select = select.filter(l.updated.gte(t));
     }
     // A walk's later page has its total from the page before it: nothing to count then.
-    let known = match (page.locate(db).await?, counted, l.counted) {
-        (Some(total), _, _) => Some(total),
-        (None, Some(label), Some(list)) if updated_since.is_none() => {
-            Some(counters::total_as_of(db, ctx.tenant.gym_id, list, label, page.as_of).await?)
+    let counted = match (counted, l.counted) {
+        (Some(label), Some(list)) if updated_since.is_none() => Some((list, label)),
+        _ => None,
+    };
+    let known = match (page.locate(db).await?, counted) {
+        (Some(total), _) => Some(total),
+        (None, Some((list, label))) => {
+            let total = counters::total_as_of(db, ctx.tenant.gym_id, list, label, page.as_of).await?;
+            // A deep page found by its number starts from the day its counts say it falls in.
+            if page.is_deep(total) {
+                let at = (page.offset(), total);
+                let start = counters::days::start(db, ctx.tenant.gym_id, list, label, page.as_of, at).await?;
+                if let Some(start) = start {
+                    page.start_at(start.before, start.skip);
+                }
+            }
+            Some(total)
         }
         _ => None,
     };

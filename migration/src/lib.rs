@@ -28,6 +28,7 @@ mod m20261127_000019_facility_details;
 mod m20261128_000020_key_checksums;
 mod m20261128_000021_receipt_facility;
 mod m20261129_000022_member_page_order;
+mod m20261129_000023_day_counts;
 pub mod tenancy;
 
 pub struct Migrator;
@@ -58,6 +59,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000020_key_checksums::Migration),
             Box::new(m20261128_000021_receipt_facility::Migration),
             Box::new(m20261129_000022_member_page_order::Migration),
+            Box::new(m20261129_000023_day_counts::Migration),
         ]
     }
 }

@@ -23,6 +23,7 @@ pub const TENANT_TABLES: &[&str] = &[
     "webhook_events",
     "webhook_deliveries",
     "gym_counters",
+    "gym_day_counts",
     "import_counters",
     "api_key_daily_requests",
     "devices",

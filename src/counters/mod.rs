@@ -28,6 +28,7 @@ use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, Statement, Val
 
 use crate::db::{add_up_statement, placeholders};
 
+pub mod days;
 pub mod search_totals;
 pub mod statistics;
 
@@ -71,6 +72,9 @@ pub struct Counted {
     pub label: &'static str,
     /// The counter of writes that adding rows to the list bumps too (see [`MEMBERS_VERSION`]).
     pub version: Option<&'static str>,
+    /// The date the list is ordered by, when the list keeps its counts per month and day too
+    /// ([`days`]).
+    pub day: Option<&'static str>,
 }
 
 impl Counted {
@@ -85,14 +89,17 @@ impl Counted {
     }
 }
 
-pub const MEMBER_ROWS: Counted = Counted { table: "members", label: "status", version: Some(MEMBERS_VERSION) };
-pub const MEMBERSHIP_PLAN_ROWS: Counted = Counted { table: "membership_plans", label: "status", version: None };
-pub const SUBSCRIPTION_PLAN_ROWS: Counted = Counted { table: "subscription_plans", label: "status", version: None };
-pub const PRODUCT_ROWS: Counted = Counted { table: "products", label: "status", version: None };
+pub const MEMBER_ROWS: Counted =
+    Counted { table: "members", label: "status", version: Some(MEMBERS_VERSION), day: None };
+pub const MEMBERSHIP_PLAN_ROWS: Counted =
+    Counted { table: "membership_plans", label: "status", version: None, day: None };
+pub const SUBSCRIPTION_PLAN_ROWS: Counted =
+    Counted { table: "subscription_plans", label: "status", version: None, day: None };
+pub const PRODUCT_ROWS: Counted = Counted { table: "products", label: "status", version: None, day: None };
 pub const PURCHASE_ROWS: Counted =
-    Counted { table: "purchases", label: "payment_status", version: Some(PURCHASES_VERSION) };
+    Counted { table: "purchases", label: "payment_status", version: Some(PURCHASES_VERSION), day: None };
 pub const ATTENDANCE_ROWS: Counted =
-    Counted { table: "attendance", label: "status", version: Some(ATTENDANCE_VERSION) };
+    Counted { table: "attendance", label: "status", version: Some(ATTENDANCE_VERSION), day: Some("occurred_at") };
 pub const ALL: [Counted; 6] =
     [MEMBER_ROWS, MEMBERSHIP_PLAN_ROWS, SUBSCRIPTION_PLAN_ROWS, PRODUCT_ROWS, PURCHASE_ROWS, ATTENDANCE_ROWS];
 
@@ -183,8 +190,13 @@ pub async fn recount(db: &impl ConnectionTrait, gym_id: GymId) -> Result<(), DbE
     let kept = vec!["?"; bumps.len()].join(", ");
     let keep = if bumps.is_empty() { String::new() } else { format!(" AND name NOT IN ({kept})") };
     db.execute(run(format!("DELETE FROM gym_counters WHERE gym_id = ?{keep}"), values)).await?;
+    db.execute(run("DELETE FROM gym_day_counts WHERE gym_id = ?".into(), vec![gym_id.into()])).await?;
     add_many(db, gym_id, &bumps).await?;
-    for Counted { table, label, .. } in ALL {
+    for list in ALL {
+        for statement in days::rebuild(backend, gym_id, list) {
+            db.execute(statement).await?;
+        }
+        let Counted { table, label, .. } = list;
         db.execute(run(
             format!(
                 // The union inside a subquery: Citus, pushing an `INSERT … SELECT … UNION ALL`

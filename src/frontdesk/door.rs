@@ -121,7 +121,9 @@ fn writes(backend: DbBackend, entry: &attendance::Model, audience: Audience) -> 
     let event = NewEvent { gym_id, kind: EventType::AttendanceCreated, data };
     let queued = webhooks::emit_to_audience(&mut writes, backend, event, audience);
     // Last: every door and import of the gym adds to these rows, which stay locked until the commit.
-    writes.extend(entries::count_statement(backend, gym_id, &[entry.status]));
+    for statement in entries::count_statements(backend, gym_id, &[(entry.status, entry.occurred_at)]) {
+        writes.push(statement);
+    }
     (writes, queued)
 }
 

@@ -15,7 +15,7 @@ use super::{
     batch::{Batch, default_facility, field, finish, fresh_rows, missing, planned, run},
     facilities::facility_refs,
     members::member_refs,
-    sql::{Legacy, insert_new, returned},
+    sql::{Legacy, insert_new},
 };
 use crate::{
     db::Db,
@@ -107,10 +107,15 @@ pub async fn attendance(
         crate::attendance::lock_members(&txn, gym_id, &members).await?;
         let created = insert_new(&txn, models, [C::GymId, C::Kind, C::LegacyId], returning).await?;
         crate::attendance::add_visits(&txn, gym_id, &visits(&created)?, at).await?;
-        crate::attendance::count(&txn, gym_id, &returned::<AttendanceStatus>(&created, "status")?).await?;
+        crate::attendance::count(&txn, gym_id, &entries(&created)?).await?;
         finish(txn, batch, created.len(), at).await
     };
     run(db, batch, validate, write).await
+}
+
+/// The status and date of each entry a batch created.
+fn entries(created: &[sea_orm::QueryResult]) -> Result<Vec<(AttendanceStatus, DateTime<Utc>)>, DbErr> {
+    created.iter().map(|row| Ok((row.try_get("", "status")?, row.try_get("", "occurred_at")?))).collect()
 }
 
 /// The visits of the check-ins a batch created, per member: how many, and the latest.

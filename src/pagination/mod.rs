@@ -27,7 +27,8 @@ use cursor::{Anchor, Position, Resume};
 use crate::{context::RequestContext, errors::ApiError, limits::Store};
 
 /// From this many records skipped on, a page is found by its ids first on PostgreSQL (see
-/// [`Page::fetch`]).
+/// [`Page::fetch`]), and where the list counts its records per day, from the day it starts in
+/// ([`Page::is_deep`]).
 const DEFERRED_FROM: u64 = 1_000;
 
 /// How long the store keeps a walk's next place for a client that walks by page number: the
@@ -112,6 +113,9 @@ pub struct Page {
     located: Option<Located>,
     /// The places of the found page's first and last records.
     found: Option<(Position, Position)>,
+    /// Where a page found by its number starts, when the list's counts per day said: the end of
+    /// the day it starts in (exclusive) and how many of that day's records come before it.
+    start: Option<(DateTime<Utc>, u64)>,
 }
 
 #[derive(Clone)]
@@ -140,6 +144,7 @@ impl Page {
             walks: walks.clone(),
             located: None,
             found: None,
+            start: None,
         }
     }
 
@@ -152,6 +157,19 @@ impl Page {
 
     pub fn offset(&self) -> u64 {
         (self.page.max(1) as u64 - 1).saturating_mul(self.per_page.max(1) as u64)
+    }
+
+    /// Whether this page, found by its number in a walk of `total` records, skips so many that
+    /// the list's counts per day should say where it starts ([`Page::start_at`]).
+    pub fn is_deep(&self, total: i64) -> bool {
+        let total = u64::try_from(total).unwrap_or(0);
+        Window::of(self.offset(), self.per_page.max(1) as u64, total).is_some_and(|w| w.skip >= DEFERRED_FROM)
+    }
+
+    /// Says where this page starts, when found by its number: after `skip` of the records dated
+    /// before `before` (the end of the day it starts in), newest first.
+    pub fn start_at(&mut self, before: DateTime<Utc>, skip: u64) {
+        self.start = Some((before, skip));
     }
 
     pub fn last_page(&self) -> i64 {
@@ -319,6 +337,11 @@ impl Page {
         let Some(window) = Window::of(self.offset(), self.per_page.max(1) as u64, self.total.max(0) as u64) else {
             return Ok(Vec::new());
         };
+        if let Some((before, skip)) = self.start {
+            // The day the page starts in, from the list's counts per day: at most a day skipped.
+            let page = select.filter(order.lt(before)).offset(skip).limit(window.take);
+            return Ok(page.order_by(order, Order::Desc).order_by(id, Order::Desc).all(db).await?);
+        }
         let direction = if window.newest_first { Order::Desc } else { Order::Asc };
         let page = if window.skip >= DEFERRED_FROM && db.get_database_backend() == DbBackend::Postgres {
             let ids = select
@@ -447,6 +470,7 @@ mod tests {
             walks,
             located: None,
             found: None,
+            start: None,
         }
     }
 

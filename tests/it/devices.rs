@@ -186,6 +186,7 @@ async fn doors_deciding_at_once_all_answer_and_count_every_visit() {
     }
     assert!(edited.iter().all(|r| r.status == 200), "{:?}", edited.iter().map(|r| r.status).collect::<Vec<_>>());
     assert_eq!(app.get(k, &ada).await.body["visits_count"], 96);
+    crate::common::assert_day_counts_hold(&app.db, gym.id).await;
 }
 
 /// A door takes at most 20 commands a poll, the oldest first, and the rest with the next.

@@ -23,9 +23,14 @@ async fn members(app: &TestApp, gym: &Gym) {
 /// Check-ins `from..to`, 30 s apart going back from `base`, two at each moment (the id breaks the
 /// tie), one in five denied, each of one member in turn.
 async fn grow(app: &TestApp, gym: &Gym, base: DateTime<Utc>, range: std::ops::Range<usize>) {
+    grow_every(app, gym, base, range, 30).await;
+}
+
+/// [`grow`], `seconds` apart.
+async fn grow_every(app: &TestApp, gym: &Gym, base: DateTime<Utc>, range: std::ops::Range<usize>, seconds: i64) {
     let rows: Vec<Value> = range
         .map(|n| {
-            let at = base - chrono::Duration::seconds(30 * (n / 2) as i64);
+            let at = base - chrono::Duration::seconds(seconds * (n / 2) as i64);
             json!({"legacy_id": format!("A{n}"), "member_legacy_id": format!("M{}", n % MEMBERS),
                    "occurred_at": at.to_rfc3339(), "status": if n % 5 == 0 { "denied" } else { "granted" }})
         })
@@ -285,6 +290,92 @@ async fn a_page_reads_its_own_rows_not_the_history() {
         let large = reads[1][name];
         assert!(large <= small * 2 + 20, "{name}: {small} rows read with 600 check-ins, {large} with 6,000");
     }
+}
+
+/// A page asked by its number alone, deep in a history of years, starts from the day it falls in
+/// (the gym's counts per month and day say which): its statements on the check-ins read about as
+/// much with ten times the history.
+#[tokio::test]
+async fn a_page_asked_by_its_number_alone_reads_at_most_a_day() {
+    let recorded = gymapi::db::Recorded::default();
+    let app = TestApp::spawn_recording(recorded.clone(), |c| c.rate_limit_per_minute = 1_000_000).await;
+    let gym = app.gym("Deep").await;
+    members(&app, &gym).await;
+    // Two check-ins every two hours (24 a day): 3,000 span four months, 30,000 three and a half years.
+    let base = Utc::now() - chrono::Duration::minutes(5);
+    let mut reads: Vec<BTreeMap<String, u64>> = Vec::new();
+    let mut have = 0;
+    for size in [3_000, 30_000] {
+        grow_every(&app, &gym, base, have..size, 2 * 3600).await;
+        have = size;
+        if app.db.get_database_backend() == DbBackend::Postgres {
+            app.db.execute_unprepared("ANALYZE").await.unwrap();
+        }
+        let mut read = BTreeMap::new();
+        for filter in ["", "&status=granted"] {
+            let first = app.get(&gym.live_key, &format!("/attendance?per_page=25{filter}")).await.body;
+            let middle = first["meta"]["last_page"].as_i64().unwrap() / 2;
+            recorded.lock().unwrap().clear();
+            let r = app.get(&gym.live_key, &format!("/attendance?per_page=25{filter}&page={middle}")).await;
+            assert_eq!(r.status, 200);
+            let statements: Vec<Statement> = recorded.lock().unwrap().drain(..).collect();
+            assert!(statements.iter().any(|s| s.sql.contains("gym_day_counts")), "{filter}: the day counts are read");
+            let mut n = 0;
+            // The statements on the check-ins; the counts' own (a row per month of history and
+            // shard, and per day of one month) are left out.
+            let checkins = |s: &&Statement| s.sql.contains("FROM \"attendance\"") && !s.sql.contains("gym_day_counts");
+            for s in statements.iter().filter(checkins) {
+                n += rows_read(&app.db, s).await;
+            }
+            assert!(n > 0, "{filter}: no statement on attendance was recorded");
+            read.insert(filter.to_string(), n);
+        }
+        reads.push(read);
+    }
+    for (name, small) in &reads[0] {
+        let large = reads[1][name];
+        assert!(large <= small * 2 + 20, "{name}: {small} rows read with 3,000 check-ins, {large} with 30,000");
+    }
+}
+
+/// Every page asked by its number alone, the gym's counts per day saying where it starts, is the
+/// page a walk by `links.next` found: across days and months, with a status, and after check-ins
+/// dated inside the walk's history were imported since it began (the walk's `as_of` leaves them out).
+#[tokio::test]
+async fn a_page_found_from_its_day_is_the_walks_page() {
+    let app = TestApp::spawn_with(|c| c.rate_limit_per_minute = 1_000_000).await;
+    let gym = app.gym("Days").await;
+    members(&app, &gym).await;
+    let base = Utc::now() - chrono::Duration::minutes(5);
+    // 16 a day: 5,000 span ten months.
+    grow_every(&app, &gym, base, 0..5_000, 3 * 3600).await;
+    for (i, filter) in ["", "&status=granted"].into_iter().enumerate() {
+        let first = app.get(&gym.live_key, &format!("/attendance?per_page=100{filter}")).await.body;
+        let as_of = encoded(first["meta"]["as_of"].as_str().unwrap());
+        let mut walk = vec![ids(&first)];
+        let mut page = first.clone();
+        while let Some(next) = page["links"]["next"].as_str() {
+            page = app.get(&gym.live_key, &relative(next)).await.body;
+            walk.push(ids(&page));
+        }
+        // Check-ins written after the walk began, dated between the ones it lists.
+        let rows: Vec<Value> = (0..300)
+            .map(|n| {
+                let at = base - chrono::Duration::minutes(7 + 17 * 60 * n);
+                json!({"legacy_id": format!("L{i}-{n}"), "member_legacy_id": "M1", "occurred_at": at.to_rfc3339(),
+                       "status": if n % 2 == 0 { "denied" } else { "granted" }})
+            })
+            .collect();
+        let r = app.post(&gym.live_key, "/import/attendance", json!({ "rows": rows })).await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        // Not next to each other: nothing is kept for a page by the one before it.
+        for p in (11..walk.len() - 10).step_by(3) {
+            let body =
+                app.get(&gym.live_key, &format!("/attendance?per_page=100{filter}&page={p}&as_of={as_of}")).await.body;
+            assert_eq!(ids(&body), walk[p - 1], "{filter}: page {p} by its number");
+        }
+    }
+    crate::common::assert_day_counts_hold(&app.db, gym.id).await;
 }
 
 /// `GET url` below `base`, one of the two APIs, as 200.

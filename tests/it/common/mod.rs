@@ -361,3 +361,27 @@ impl TestApp {
         self.client.request(method, format!("{}{path}", self.address))
     }
 }
+
+/// A gym's counts of check-ins per month and day (`list`, `bucket`, the sum of its shards), as its
+/// writers left them.
+async fn day_counts(db: &DatabaseConnection, gym_id: GymId) -> Vec<(String, i64, i64)> {
+    let backend = db.get_database_backend();
+    let sql = gymapi::db::placeholders(
+        backend,
+        "SELECT list, bucket, CAST(SUM(value) AS BIGINT) AS n FROM gym_day_counts WHERE gym_id = ? \
+         GROUP BY list, bucket HAVING SUM(value) <> 0 ORDER BY list, bucket",
+    );
+    let rows = db.query_all(sea_orm::Statement::from_sql_and_values(backend, sql, [gym_id.into()])).await.unwrap();
+    rows.iter()
+        .map(|r| (r.try_get("", "list").unwrap(), r.try_get("", "bucket").unwrap(), r.try_get("", "n").unwrap()))
+        .collect()
+}
+
+/// Asserts that the counts the writers of a gym's check-ins kept per month and day are what a
+/// count of its rows makes of them (`counters::recount`, which rebuilds them).
+pub async fn assert_day_counts_hold(db: &DatabaseConnection, gym_id: GymId) {
+    let kept = day_counts(db, gym_id).await;
+    assert!(!kept.is_empty(), "no counts per day were kept");
+    gymapi::counters::recount(db, gym_id).await.unwrap();
+    assert_eq!(kept, day_counts(db, gym_id).await, "the counts per month and day the writers kept");
+}
