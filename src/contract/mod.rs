@@ -93,7 +93,8 @@ struct ParamSpec<V = Validator> {
     location: ParamLocation,
     required: bool,
     scalar: Scalar,
-    /// A `format: date-time` string, read in the lenient forms [`date_time_spelled_strictly`] knows.
+    /// A `format: date-time` string, or one whose pattern takes a date or a date-time, read in the
+    /// lenient forms [`date_time_spelled_strictly`] knows.
     date_time: bool,
     /// What its pattern asks for, in words (the schema's `x-pattern-words`).
     pattern_words: Option<String>,
@@ -468,8 +469,10 @@ fn param_spec(doc: &Value, p: &Value, set: &mut SchemaSet, operation: &str) -> a
     };
     let schema = p.get("schema").ok_or_else(|| anyhow!("parameter {name} has no schema"))?;
     let resolved = resolve(doc, schema)?;
-    let date_time = resolved.get("format").and_then(Value::as_str) == Some("date-time");
     let pattern_words = resolved.get("x-pattern-words").and_then(Value::as_str).map(str::to_string);
+    // A date-time, or a date or a date-time (`from`, `to`: their pattern's words say so).
+    let date_time = resolved.get("format").and_then(Value::as_str) == Some("date-time")
+        || pattern_words.as_deref().is_some_and(|w| w.contains("date-time"));
     let scalar = match resolved.get("type").and_then(Value::as_str) {
         Some("string") => Scalar::String,
         Some("integer") => Scalar::Integer,

@@ -12,6 +12,7 @@ mod cli;
 mod contract;
 mod counter;
 mod counter_races;
+mod dates;
 mod devices;
 mod durability;
 mod errors;
