@@ -193,18 +193,19 @@ impl Scope<'_> {
         let bucket = span.sql(backend, self.day);
         let mut values: Vec<Value> = vec![self.gym_id.into(), span.list(&self.list.name(self.label)).into()];
         let (mut counted, mut created) = (String::new(), String::new());
-        if let Some(month) = month.and_then(month_range) {
+        // The days of one month: the counts' range. The records created after `as_of` are read
+        // along `(gym_id, created_at)` whatever their date (a bound on the date would take the
+        // planner to the date's index, through the month's records), and those of other months
+        // are left out below.
+        let days = month.and_then(month_range).map(|(from, to)| Span::Day.of(from)..Span::Day.of(to));
+        if let Some(days) = &days {
             counted = " AND bucket >= ? AND bucket < ?".into();
-            values.extend([Span::Day.of(month.0).into(), Span::Day.of(month.1).into()]);
+            values.extend([days.start.into(), days.end.into()]);
         }
         values.push(self.gym_id.into());
         if let Some(label) = self.label {
             created.push_str(&format!(" AND {column} = ?"));
             values.push(label.into());
-        }
-        if let Some((from, to)) = month.and_then(month_range) {
-            created.push_str(&format!(" AND {day} >= ? AND {day} < ?", day = self.day));
-            values.extend([from.into(), to.into()]);
         }
         values.push(self.as_of.into());
         let sql = format!(
@@ -215,7 +216,8 @@ impl Scope<'_> {
         );
         let statement = Statement::from_sql_and_values(backend, placeholders(backend, &sql), values);
         let rows = Bucket::find_by_statement(statement).all(db).await?;
-        Ok(rows.into_iter().filter(|b| b.n != 0).map(|b| (b.bucket, b.n)).collect())
+        let within = |b: &Bucket| days.as_ref().is_none_or(|d| d.contains(&b.bucket));
+        Ok(rows.into_iter().filter(|b| b.n != 0 && within(b)).map(|b| (b.bucket, b.n)).collect())
     }
 }
 
