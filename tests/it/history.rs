@@ -226,7 +226,7 @@ async fn rows_read(db: &impl ConnectionTrait, stmt: &Statement) -> u64 {
 /// number, one member's page,
 /// a status and an hour's page. The rows a filter outside the gym's counters selects are counted
 /// once, by the walk's first page, and are left out of its figure. (A page asked by its number
-/// alone skips the records before it from the nearer end, and is left out.)
+/// alone is `a_page_asked_by_its_number_alone_reads_at_most_a_day`'s.)
 #[tokio::test]
 async fn a_page_reads_its_own_rows_not_the_history() {
     let recorded = gymapi::db::Recorded::default();
