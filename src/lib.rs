@@ -34,6 +34,7 @@ pub mod openapi;
 pub mod pagination;
 pub mod purchases;
 pub mod records;
+pub mod sandbox;
 pub mod server;
 pub mod settings;
 pub mod state;

@@ -158,6 +158,8 @@ const prepare = {
     const { terminal } = await frontDesk();
     return { path: { device_id: terminal.id, job_id: (await order('held')).job } };
   },
+  // Only a test key empties its sandbox (a live key is 403).
+  'POST /sandbox/reset': async () => ({ headers: { Authorization: `Bearer ${process.env.GYMAPI_TEST_KEY}` } }),
   'GET /printers/{device_id}/jobs': deviceOf('printer'),
   'POST /printers/{device_id}/jobs/{job_id}/report': async () => {
     const { printer } = await frontDesk();
@@ -201,6 +203,10 @@ hooks.beforeEach((transaction, done) => {
     // Dredd sends `fullPath`: the server's base path, then the operation's `uri`.
     transaction.fullPath = transaction.fullPath.slice(0, transaction.fullPath.length - transaction.request.uri.length) + uri;
     transaction.request.uri = uri;
+    for (const [name, value] of Object.entries(made.headers || {})) {
+      for (const h of Object.keys(transaction.request.headers)) if (h.toLowerCase() === name.toLowerCase()) delete transaction.request.headers[h];
+      transaction.request.headers[name] = value;
+    }
     if (made.body) transaction.request.body = JSON.stringify(made.body);
     else if (transaction.request.body) transaction.request.body = uniqueEmails(JSON.parse(transaction.request.body));
     done();

@@ -28,6 +28,8 @@ curl -fs -o /dev/null -H "Authorization: Bearer $key" -H 'Content-Type: applicat
   -d '{"first_name": "Grace", "last_name": "Hopper"}' "http://127.0.0.1:$port/api/v1/members"
 
 export GYMAPI_KEY=$key GYMAPI_ORIGIN="http://127.0.0.1:$port"
+GYMAPI_TEST_KEY=$(grep -o 'svc_test_[A-Za-z0-9]*' "$work/server.log" | head -1)
+export GYMAPI_TEST_KEY
 failed=0
 for run in "openapi.yaml /api/v1" "openapi-devices.yaml /api/v1/devices"; do
   read -r doc base <<<"$run"

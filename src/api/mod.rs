@@ -9,6 +9,7 @@ mod import;
 mod member_memberships;
 mod members;
 mod rules;
+mod sandbox;
 mod statistics;
 mod webhooks;
 

@@ -74,6 +74,14 @@ pub(super) enum SandboxCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Empty the gym's sandbox: every record goes; its keys, webhook endpoints, facilities and
+    /// devices stay.
+    Reset {
+        #[arg(long)]
+        gym: GymId,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub(super) async fn run(command: GymCommand, config: &Config) -> Result<(), Failure> {
@@ -123,9 +131,19 @@ async fn update(a: GymUpdateArgs, config: &Config) -> Result<(), Failure> {
 }
 
 pub(super) async fn sandbox(command: SandboxCommand, config: &Config) -> Result<(), Failure> {
-    let SandboxCommand::Provision { gym, json } = command;
     let db = open(config).await?;
-    let sandbox = accounts::provision_sandbox(&db, &Actor::Operator, gym).await?;
-    print(json, json!({ "id": sandbox.id }), || format!("provisioned sandbox {} ({})", sandbox.id, sandbox.name));
+    match command {
+        SandboxCommand::Provision { gym, json } => {
+            let sandbox = accounts::provision_sandbox(&db, &Actor::Operator, gym).await?;
+            print(json, json!({ "id": sandbox.id }), || {
+                format!("provisioned sandbox {} ({})", sandbox.id, sandbox.name)
+            });
+        }
+        SandboxCommand::Reset { gym, json } => {
+            let (sandbox, at) = crate::sandbox::reset(&crate::db::Db::new(db), &Actor::Operator, gym).await?;
+            let at = crate::records::rfc3339(at);
+            print(json, json!({ "id": sandbox, "reset_at": at }), || format!("emptied sandbox {sandbox} at {at}"));
+        }
+    }
     Ok(())
 }

@@ -185,6 +185,15 @@ pub(super) async fn revoke_key(
     }
 }
 
+/// Empties the gym's sandbox (`sandbox::reset`).
+#[handler]
+pub(super) async fn reset_sandbox(state: Data<&AppState>, SignedForm(s, _): SignedForm<Button>) -> Response {
+    match crate::sandbox::reset(&state.db, &s.actor(), s.gym.id).await {
+        Ok(_) => redirect("/settings/integrations/api"),
+        Err(e) => refused(e),
+    }
+}
+
 #[handler]
 pub(super) async fn provision_sandbox(state: Data<&AppState>, SignedForm(s, _): SignedForm<Button>) -> Response {
     match accounts::provision_sandbox(&state.db, &s.actor(), s.gym.id).await {

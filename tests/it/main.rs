@@ -25,6 +25,7 @@ mod import_hostile;
 mod limits;
 mod members;
 mod resources;
+mod sandbox;
 mod schema;
 mod service;
 mod settings;

@@ -173,6 +173,13 @@ async fn a_test_key_needs_the_sandbox_first() {
     let key = created.key().unwrap();
     assert!(key.starts_with("svc_test_"));
     assert_eq!(app.get(&key, "/members").await.status, 200);
+    // Emptied from the page: the sandbox's members go, its key stays.
+    app.member(&key, "Ada", "Lovelace").await;
+    let page = b.get("/settings/integrations/api").await;
+    assert!(page.body.contains("Empty sandbox"));
+    let emptied = b.post("/settings/integrations/api/sandbox/reset", &[("csrf", &page.csrf())]).await;
+    assert_eq!(emptied.status, 303);
+    assert_eq!(app.get(&key, "/members").await.body["meta"]["total"], 0);
 }
 
 #[tokio::test]
@@ -191,6 +198,8 @@ async fn an_employee_without_the_permission_sees_but_cannot_act() {
     assert_eq!(direct.status, 403);
     let sandbox = b.post("/settings/integrations/api/sandbox", &[("csrf", &page.csrf())]).await;
     assert_eq!(sandbox.status, 403);
+    let emptied = b.post("/settings/integrations/api/sandbox/reset", &[("csrf", &page.csrf())]).await;
+    assert_eq!(emptied.status, 403);
     let keys = accounts::list_keys(&app.db, &accounts::Actor::Operator, gym.id).await.unwrap();
     assert!(keys.iter().all(|k| k.name != "Sneaky"));
     assert!(accounts::sandbox_of(&app.db, gym.id).await.unwrap().is_none());
@@ -222,6 +231,7 @@ async fn every_settings_action_checks_the_session_and_its_token_first() {
         format!("/integrations/api/keys/{id}/roll"),
         format!("/integrations/api/keys/{id}/revoke"),
         "/integrations/api/sandbox".to_string(),
+        "/integrations/api/sandbox/reset".to_string(),
         "/integrations/webhooks/endpoints".to_string(),
         format!("/integrations/webhooks/endpoints/{id}/disable"),
         format!("/integrations/webhooks/deliveries/{id}/redeliver"),

@@ -133,7 +133,18 @@ pub fn api(v: &ApiView) -> String {
             section.card aria-labelledby="sandbox-title" {
                 h2 #sandbox-title { "Sandbox" }
                 @match &v.sandbox_since {
-                    Some(since) => p { "Provisioned on " (since) ". Test keys (svc_test_…) see only the sandbox's data." }
+                    Some(since) => {
+                        p { "Provisioned on " (since) ". Test keys (svc_test_…) see only the sandbox's data." }
+                        @if v.can_manage {
+                            p { "Emptying it removes every record of the sandbox (members, plans, check-ins, sales, \
+                                 webhook events and deliveries, idempotency keys) and keeps its keys, webhook \
+                                 endpoints, facilities and devices." }
+                            form method="post" action="/settings/integrations/api/sandbox/reset" {
+                                input type="hidden" name="csrf" value=(v.csrf);
+                                button type="submit" { "Empty sandbox" }
+                            }
+                        }
+                    }
                     None => {
                         p { "A sandbox is a separate copy of your gym for testing: test keys work only there." }
                         @if v.can_manage {
