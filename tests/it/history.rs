@@ -221,6 +221,30 @@ async fn rows_read(db: &impl ConnectionTrait, stmt: &Statement) -> u64 {
     }
 }
 
+/// What a request's statements on the check-ins read ([`rows_read`]); the statement of the counts
+/// per month and day (a row per month of history and shard, and per day of one month) is left out.
+async fn checkin_rows_read(db: &impl ConnectionTrait, statements: &[Statement]) -> u64 {
+    let mut n = 0;
+    for s in statements.iter().filter(|s| {
+        (s.sql.contains("FROM \"attendance\"") || s.sql.contains("FROM attendance"))
+            && !s.sql.contains("gym_day_counts")
+    }) {
+        n += rows_read(db, s).await;
+    }
+    n
+}
+
+/// Asserts that each request read about as much at the larger size of history as at the smaller.
+fn assert_flat(reads: &[BTreeMap<String, u64>], small_size: &str, large_size: &str) {
+    for (name, small) in &reads[0] {
+        let large = reads[1][name];
+        assert!(
+            large <= small * 2 + 20,
+            "{name}: {small} rows read with {small_size} check-ins, {large} with {large_size}"
+        );
+    }
+}
+
 /// Each list request's statements on the attendance table read about as much with ten times the
 /// history as without it: page 1, the next page from the middle of a walk by `links.next` and by
 /// number, one member's page,
@@ -269,13 +293,7 @@ async fn a_page_reads_its_own_rows_not_the_history() {
                         statements.iter().find(|s| s.sql.contains("gym_counters") || s.sql.contains("COUNT("));
                     assert!(counting.is_none(), "{name}{filter} counts again: {}", counting.unwrap().sql);
                 }
-                let mut n = 0;
-                for s in statements
-                    .iter()
-                    .filter(|s| s.sql.contains("FROM \"attendance\"") || s.sql.contains("FROM attendance"))
-                {
-                    n += rows_read(&app.db, s).await;
-                }
+                let n = checkin_rows_read(&app.db, &statements).await;
                 assert!(n > 0, "{name}{filter}: no statement on attendance was recorded");
                 // A filter outside the gym's counters (a member, a period) is counted over the
                 // rows it selects, once per walk, on the walk's first page.
@@ -286,10 +304,7 @@ async fn a_page_reads_its_own_rows_not_the_history() {
         }
         reads.push(read);
     }
-    for (name, small) in &reads[0] {
-        let large = reads[1][name];
-        assert!(large <= small * 2 + 20, "{name}: {small} rows read with 600 check-ins, {large} with 6,000");
-    }
+    assert_flat(&reads, "600", "6,000");
 }
 
 /// A page asked by its number alone, deep in a history of years, starts from the day it falls in
@@ -320,22 +335,13 @@ async fn a_page_asked_by_its_number_alone_reads_at_most_a_day() {
             assert_eq!(r.status, 200);
             let statements: Vec<Statement> = recorded.lock().unwrap().drain(..).collect();
             assert!(statements.iter().any(|s| s.sql.contains("gym_day_counts")), "{filter}: the day counts are read");
-            let mut n = 0;
-            // The statements on the check-ins; the counts' own (a row per month of history and
-            // shard, and per day of one month) are left out.
-            let checkins = |s: &&Statement| s.sql.contains("FROM \"attendance\"") && !s.sql.contains("gym_day_counts");
-            for s in statements.iter().filter(checkins) {
-                n += rows_read(&app.db, s).await;
-            }
+            let n = checkin_rows_read(&app.db, &statements).await;
             assert!(n > 0, "{filter}: no statement on attendance was recorded");
             read.insert(filter.to_string(), n);
         }
         reads.push(read);
     }
-    for (name, small) in &reads[0] {
-        let large = reads[1][name];
-        assert!(large <= small * 2 + 20, "{name}: {small} rows read with 3,000 check-ins, {large} with 30,000");
-    }
+    assert_flat(&reads, "3,000", "30,000");
 }
 
 /// Every page asked by its number alone, the gym's counts per day saying where it starts, is the
