@@ -175,7 +175,10 @@ impl poem_openapi::ResponseContent for Yaml {
             .into_iter()
             .map(|content_type| poem_openapi::registry::MetaMediaType {
                 content_type,
-                schema: <String as Type>::schema_ref(),
+                // No `type`: YAML text, which a tool that parses YAML bodies reads as a mapping.
+                schema: poem_openapi::registry::MetaSchemaRef::Inline(Box::new(
+                    poem_openapi::registry::MetaSchema::ANY,
+                )),
             })
             .collect()
     }

@@ -706,13 +706,18 @@ fn default_literal(value: &serde_json::Value, pointer: &str) -> GenResult<TokenS
     })
 }
 
-/// The payload of a response that is not JSON: only a YAML document (`application/yaml`, a
-/// string, as a document serving itself answers) is supported.
+/// The payload of a response that is not JSON: only a YAML document (`application/yaml`, as a
+/// document serving itself answers: a string, or a schema that names no type, which both a tool
+/// that parses YAML and one that reads text accept) is supported.
 fn yaml_payload(response: &openapiv3::Response, pointer: &str) -> GenResult<TokenStream> {
-    let refused = || format!("{pointer}: a response must be application/json, or application/yaml of a string");
+    let refused =
+        || format!("{pointer}: a response must be application/json, or application/yaml of a string or of no type");
     let media = response.content.get("application/yaml").ok_or_else(refused)?;
     match media.schema.as_ref() {
         Some(ReferenceOr::Item(Schema { schema_kind: SchemaKind::Type(Type::String(_)), .. })) => {
+            Ok(quote! { crate::types::Yaml })
+        }
+        Some(ReferenceOr::Item(Schema { schema_kind: SchemaKind::Any(any), .. })) if *any == Default::default() => {
             Ok(quote! { crate::types::Yaml })
         }
         _ => Err(refused()),

@@ -223,3 +223,33 @@ fn the_3_1_copy_moves_webhooks_and_spells_nullable_as_types() {
         "#/components/schemas/Thing/properties/name: a nullable schema needs a `type` to become OpenAPI 3.1"
     );
 }
+
+#[test]
+fn the_3_1_copy_quotes_dates_and_times_but_not_in_texts() {
+    let doc = "openapi: 3.0.3\ninfo:\n  title: t\n  version: 1.0.0\n  description: |\n    Days:\n    - 2026-11-20\npaths: {}\ncomponents:\n  schemas:\n    Thing:\n      type: object\n      properties:\n        at: {type: string, format: date-time, example: '2026-11-20T08:02:00.000000Z'}\n        day: {type: string, format: date, example: '2026-11-20'}\n        days: {type: array, items: {type: string}, example: ['2026-11-21']}\n        name: {type: string, example: '2026-11 plan'}\n";
+    let v31 = crate::openapi_3_1(doc).unwrap();
+    for quoted in ["'2026-11-20T08:02:00.000000Z'", "example: '2026-11-20'", "- '2026-11-21'"] {
+        assert!(v31.contains(quoted), "{quoted} in {v31}");
+    }
+    assert!(v31.contains("\n    - 2026-11-20\n"), "a description keeps its text: {v31}");
+    assert!(v31.contains("example: 2026-11 plan"), "{v31}");
+    let again: serde_yaml_ng::Value = serde_yaml_ng::from_str(&v31).unwrap();
+    assert_eq!(again["components"]["schemas"]["Thing"]["properties"]["at"]["example"], "2026-11-20T08:02:00.000000Z");
+}
+
+/// Each document's OpenAPI 3.1 copy, as the server serves it, is the one released beside its
+/// version in `releases/3.1/` (`.ci/releases` checks that such a file exists and never changes).
+#[test]
+fn the_released_3_1_copies_are_the_served_ones() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for (document, stem) in [("openapi.yaml", "openapi"), ("openapi-devices.yaml", "openapi-devices")] {
+        let text = std::fs::read_to_string(root.join(document)).unwrap();
+        let version = text.lines().find_map(|l| l.strip_prefix("  version: ")).unwrap().trim();
+        let released = root.join(format!("releases/3.1/{stem}-{version}.yaml"));
+        let released = std::fs::read_to_string(&released).unwrap_or_else(|e| panic!("{}: {e}", released.display()));
+        assert!(
+            released == crate::openapi_3_1(&text).unwrap(),
+            "releases/3.1/{stem}-{version}.yaml is not the 3.1 copy of {document}"
+        );
+    }
+}

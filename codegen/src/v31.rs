@@ -17,7 +17,57 @@ pub fn openapi_3_1(document: &str) -> Result<String, String> {
         root.insert("webhooks".into(), hooks);
     }
     nullable_as_types(&mut doc, "#")?;
-    serde_yaml_ng::to_string(&doc).map_err(|e| format!("cannot write the 3.1 document: {e}"))
+    let text = serde_yaml_ng::to_string(&doc).map_err(|e| format!("cannot write the 3.1 document: {e}"))?;
+    Ok(quote_dates(&text))
+}
+
+/// `text` with every plain scalar that a YAML 1.1 loader (PyYAML, js-yaml) would read as a date or
+/// a time quoted, so that it stays the string the 3.0 document has: the writer quotes only what
+/// YAML 1.2 reads as another type. Lines of block scalars (descriptions) are left as they are.
+fn quote_dates(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 1024);
+    let mut block: Option<usize> = None;
+    for line in text.lines() {
+        let indent = line.len() - line.trim_start().len();
+        if let Some(at) = block {
+            if line.trim().is_empty() || indent > at {
+                out.push_str(line);
+                out.push('\n');
+                continue;
+            }
+            block = None;
+        }
+        let value_at =
+            line.rfind(": ").map(|i| i + 2).or_else(|| line.trim_start().starts_with("- ").then_some(indent + 2));
+        match value_at {
+            Some(at) if looks_like_a_date(&line[at..]) => {
+                out.push_str(&line[..at]);
+                out.push('\'');
+                out.push_str(&line[at..]);
+                out.push('\'');
+            }
+            _ => out.push_str(line),
+        }
+        out.push('\n');
+        let tail = line.trim_end();
+        if ["|", "|-", "|+", ">", ">-", ">+"].iter().any(|b| tail.ends_with(&format!(" {b}")) || tail == *b) {
+            block = Some(indent);
+        }
+    }
+    out
+}
+
+/// Whether a plain scalar is a YAML 1.1 timestamp: a date (`2026-11-20`), alone or followed by a
+/// time and a zone.
+fn looks_like_a_date(value: &str) -> bool {
+    let b = value.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    digits(0..4)
+        && b.get(4) == Some(&b'-')
+        && digits(5..7)
+        && b.get(7) == Some(&b'-')
+        && digits(8..10)
+        && value[10..].bytes().all(|c| c.is_ascii_digit() || b"Tt:.Zz+- ".contains(&c))
 }
 
 fn nullable_as_types(node: &mut Value, pointer: &str) -> Result<(), String> {
