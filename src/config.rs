@@ -42,6 +42,8 @@ pub struct Config {
     pub idempotency_lock: Duration,
     /// `GYMAPI_KEY_ROLL_GRACE_SECS`, default 86,400.
     pub key_roll_grace: Duration,
+    /// How often events past the 30 days they are kept are removed: every 10 minutes.
+    pub event_sweep_every: Duration,
     /// `GYMAPI_WEBHOOK_ALLOW_PRIVATE=1` allows http and private addresses (development, tests).
     pub webhook_allow_private: bool,
     /// `GYMAPI_WEBHOOK_RETRY_SCHEDULE`, seconds separated by commas.
@@ -98,6 +100,7 @@ impl Default for Config {
             idempotency_ttl: Duration::from_secs(24 * 3600),
             idempotency_lock: Duration::from_secs(60),
             key_roll_grace: Duration::from_secs(24 * 3600),
+            event_sweep_every: Duration::from_secs(600),
             webhook_allow_private: false,
             webhook_retry_schedule: [5, 300, 1800, 7200, 18000, 36000, 36000]
                 .into_iter()

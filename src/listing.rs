@@ -123,6 +123,7 @@ envelopes! {
     AttendanceList of AttendanceEntry,
     MemberMembershipList of MemberMembership,
     WebhookDeliveryList of WebhookDelivery,
+    EventList of Event,
 }
 
 /// The device API's lists: the same envelope, in that document's types.

@@ -91,8 +91,8 @@ impl AppState {
     }
 
     /// Starts what runs beside the API: the webhook dispatcher (unless the configuration leaves it
-    /// to `gymapi worker` processes), the flusher of key usage counts and the sweeper of expired
-    /// idempotency records.
+    /// to `gymapi worker` processes), the flusher of key usage counts, the sweeper of expired
+    /// idempotency records and that of events past their time.
     pub fn start_background(&self) -> anyhow::Result<()> {
         if self.config.webhook_dispatch {
             crate::webhooks::dispatch::spawn(
@@ -104,6 +104,7 @@ impl AppState {
         }
         self.usage.clone().spawn_flusher(self.db.orm().clone());
         crate::limits::records::spawn_sweeper(self.db.orm().clone());
+        crate::webhooks::retention::spawn_sweeper(self.db.orm().clone(), self.config.event_sweep_every);
         Ok(())
     }
 }

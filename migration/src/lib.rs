@@ -29,6 +29,7 @@ mod m20261128_000020_key_checksums;
 mod m20261128_000021_receipt_facility;
 mod m20261129_000022_member_page_order;
 mod m20261129_000023_day_counts;
+mod m20261129_000024_event_log;
 pub mod tenancy;
 
 pub struct Migrator;
@@ -60,6 +61,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000021_receipt_facility::Migration),
             Box::new(m20261129_000022_member_page_order::Migration),
             Box::new(m20261129_000023_day_counts::Migration),
+            Box::new(m20261129_000024_event_log::Migration),
         ]
     }
 }

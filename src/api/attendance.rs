@@ -3,7 +3,7 @@
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use chrono_tz::Tz;
 use entity::attendance;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, Select};
 
 use super::Handlers;
 use crate::listing::{Envelope, list_page, listing};
@@ -45,23 +45,51 @@ fn parse_bound(value: &str, tz: Tz, bound: Bound) -> Option<(DateTime<Utc>, bool
     Some((local.with_timezone(&Utc), matches!(bound, Bound::End)))
 }
 
+/// The instants a list's `from` and `to` stand for (`to` with whether it is exclusive).
+pub(super) struct Period {
+    from: Option<DateTime<Utc>>,
+    to: Option<(DateTime<Utc>, bool)>,
+}
+
+impl Period {
+    /// `from` and `to` read in the gym's time zone `tz`, or the 422 naming each that the gym's
+    /// calendar cannot place (the document's pattern has refused what is not a date or a
+    /// date-time).
+    pub(super) fn read(from: Option<&str>, to: Option<&str>, tz: Tz) -> Result<Self, ApiError> {
+        let mut errors = FieldErrors::new();
+        let mut bound = |name: &str, value: Option<&str>, which: Bound| {
+            let found = value.map(|v| parse_bound(v, tz, which));
+            if matches!(found, Some(None)) {
+                errors.add(name, format!("The {name} parameter is a date or time out of range."));
+            }
+            found.flatten()
+        };
+        let (from, to) = (bound("from", from, Bound::Start).map(|(t, _)| t), bound("to", to, Bound::End));
+        errors.into_result()?;
+        Ok(Self { from, to })
+    }
+
+    /// Whether neither end is set.
+    pub(super) fn is_open(&self) -> bool {
+        self.from.is_none() && self.to.is_none()
+    }
+
+    /// `select` narrowed to the period on `column`.
+    pub(super) fn narrow<E: EntityTrait>(&self, mut select: Select<E>, column: E::Column) -> Select<E> {
+        if let Some(t) = self.from {
+            select = select.filter(column.gte(t));
+        }
+        match self.to {
+            Some((t, true)) => select.filter(column.lt(t)),
+            Some((t, false)) => select.filter(column.lte(t)),
+            None => select,
+        }
+    }
+}
+
 async fn list(h: &Handlers, ctx: &RequestContext, p: ListAttendanceParams) -> Result<AttendanceList, ApiError> {
     use attendance::{Column, Entity};
-    let tz: Tz = ctx.tenant.timezone;
-    let mut errors = FieldErrors::new();
-    // The document's pattern has refused what is not a date or a date-time; what is left here is a
-    // day or time past what the gym's calendar can place.
-    let message = |name: &str| format!("The {name} parameter is a date or time out of range.");
-    let from = p.from.as_deref().map(|v| parse_bound(v, tz, Bound::Start).ok_or(()));
-    let to = p.to.as_deref().map(|v| parse_bound(v, tz, Bound::End).ok_or(()));
-    if matches!(from, Some(Err(()))) {
-        errors.add("from", message("from"));
-    }
-    if matches!(to, Some(Err(()))) {
-        errors.add("to", message("to"));
-    }
-    errors.into_result()?;
-
+    let period = Period::read(p.from.as_deref(), p.to.as_deref(), ctx.tenant.timezone)?;
     let mut page = Page::new(ctx, &h.state.walks, ask!(p));
     page.filter("member_id", p.member_id.map(|id| id.to_string()));
     page.filter("status", p.status.map(|s| s.as_str().to_string()));
@@ -74,17 +102,10 @@ async fn list(h: &Handlers, ctx: &RequestContext, p: ListAttendanceParams) -> Re
     if let Some(s) = p.status {
         select = select.filter(Column::Status.eq(s.as_str()));
     }
-    if let Some(Ok((t, _))) = from {
-        select = select.filter(Column::OccurredAt.gte(t));
-    }
-    match to {
-        Some(Ok((t, true))) => select = select.filter(Column::OccurredAt.lt(t)),
-        Some(Ok((t, false))) => select = select.filter(Column::OccurredAt.lte(t)),
-        _ => {}
-    }
+    let select = period.narrow(select, Column::OccurredAt);
     let listing = listing!(attendance, OccurredAt, Some(counters::ATTENDANCE_ROWS));
     // The counters know totals per status, not per member or period.
-    let counted = (p.member_id.is_none() && from.is_none() && to.is_none()).then(|| p.status.map(|s| s.as_str()));
+    let counted = (p.member_id.is_none() && period.is_open()).then(|| p.status.map(|s| s.as_str()));
     let rows = list_page(h.db(), ctx, &mut page, select, listing, p.updated_since, counted).await?;
     Ok(AttendanceList::of(&page, rows.into_iter().map(crate::attendance::record)))
 }

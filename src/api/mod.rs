@@ -4,6 +4,7 @@
 mod attendance;
 mod catalog;
 mod document;
+mod events;
 mod facilities;
 mod import;
 mod member_memberships;

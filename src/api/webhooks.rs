@@ -29,7 +29,7 @@ struct StoredAttempt {
 }
 
 /// The document's value of an event type: a type added to `EventType` alone does not compile.
-fn event_type(t: EventType) -> WebhookEventType {
+pub(super) fn event_type(t: EventType) -> WebhookEventType {
     match t {
         EventType::MemberCreated => WebhookEventType::MemberCreated,
         EventType::MemberUpdated => WebhookEventType::MemberUpdated,

@@ -2,7 +2,7 @@
 //! transaction of the change that caused them (`outbox`); signing (`signing`); where a webhook may
 //! go (`urls`); endpoints, managed by gym users and operators (`endpoints`); deliveries sent again
 //! and counted (`deliveries`); the dispatcher that sends them ([`dispatch`], through `proxy` when
-//! one is named).
+//! one is named); events removed after the time they are kept ([`retention`]).
 //!
 //! A new kind of event needs only a [`EventType`] variant and a call to [`emit`] in the writing
 //! transaction; the delivery machinery never looks inside `data`.
@@ -12,6 +12,7 @@ pub mod dispatch;
 mod endpoints;
 mod outbox;
 mod proxy;
+pub mod retention;
 mod signing;
 mod urls;
 

@@ -110,10 +110,9 @@ pub async fn audience(db: &impl ConnectionTrait, gym_id: GymId, event: EventType
 }
 
 /// Adds the event and its deliveries to `writes`, for `audience`. Found endpoints get one
-/// delivery each, as [`emit_to`]. Otherwise (PostgreSQL) the event is written only if an endpoint
-/// listens, and the deliveries are inserted from a read of the gym's listening endpoints in the
-/// same statement as the caller's other writes ([`listening`] is [`subscribes`] in SQL); the
-/// database tells how many it queued.
+/// delivery each, as [`emit_to`]. Otherwise (PostgreSQL) the deliveries are inserted from a read
+/// of the gym's listening endpoints in the same statement as the caller's other writes
+/// ([`listening`] is [`subscribes`] in SQL); the database tells how many it queued.
 pub fn emit_to_audience(writes: &mut Writes, backend: DbBackend, event: NewEvent, audience: Audience) -> Queued {
     match audience {
         Audience::Found(targets) => Queued::Known(emit_to(writes, backend, event, targets)),
@@ -121,14 +120,11 @@ pub fn emit_to_audience(writes: &mut Writes, backend: DbBackend, event: NewEvent
     }
 }
 
-/// PostgreSQL: the event, written if an endpoint listens, and a delivery for each that does.
+/// PostgreSQL: the event, and a delivery for each endpoint that listens.
 fn emit_in_sql(writes: &mut Writes, NewEvent { gym_id, kind: event, data }: NewEvent) -> Tally {
     let (id, at, envelope) = new_event(event, data);
-    let event_sql = format!(
-        "INSERT INTO webhook_events (id, gym_id, event_type, payload, created_at) \
-         SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM webhook_endpoints e WHERE {})",
-        listening("$2", "$3")
-    );
+    let event_sql =
+        "INSERT INTO webhook_events (id, gym_id, event_type, payload, created_at) VALUES ($1, $2, $3, $4, $5)";
     let values: [sea_orm::Value; 5] =
         [id.into(), gym_id.into(), event.as_str().into(), envelope.to_string().into(), at.into()];
     writes.push(sea_orm::Statement::from_sql_and_values(DbBackend::Postgres, event_sql, values));
@@ -167,14 +163,12 @@ async fn listeners(db: &impl ConnectionTrait, gym_id: GymId, event: EventType) -
 }
 
 /// Adds the event and a pending delivery to each of `targets` to `writes`; returns whether any was
-/// queued (nobody listening: nothing is kept, the event would never be sent or shown).
+/// queued. The event is written when nobody listens too: `GET /events` shows it.
 pub fn emit_to(writes: &mut Writes, backend: DbBackend, event: NewEvent, targets: Vec<Uuid>) -> bool {
-    if targets.is_empty() {
-        return false;
-    }
     let written = write_event(writes, backend, event);
+    let queued = !targets.is_empty();
     queue(writes, backend, &written, targets.into_iter());
-    true
+    queued
 }
 
 /// A new event's id, time and envelope.

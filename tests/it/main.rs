@@ -16,6 +16,7 @@ mod dates;
 mod devices;
 mod durability;
 mod errors;
+mod events;
 mod facilities;
 mod hardening;
 mod history;

@@ -23,16 +23,16 @@ use sha2::Sha256;
 use crate::common::{Gym, TestApp};
 
 #[derive(Clone, Debug)]
-struct Received {
+pub struct Received {
     headers: HashMap<String, String>,
-    body: String,
+    pub body: String,
 }
 
 impl Received {
-    fn json(&self) -> Value {
+    pub fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap()
     }
-    fn header(&self, name: &str) -> &str {
+    pub fn header(&self, name: &str) -> &str {
         self.headers.get(name).map(String::as_str).unwrap_or_default()
     }
 }
@@ -45,8 +45,8 @@ struct Inbox {
 }
 
 /// A webhook receiver on a free loopback port.
-struct Receiver {
-    url: String,
+pub struct Receiver {
+    pub url: String,
     inbox: Arc<Mutex<Inbox>>,
 }
 
@@ -64,7 +64,7 @@ fn receive(req: &poem::Request, body: String, inbox: Data<&Arc<Mutex<Inbox>>>) -
 }
 
 impl Receiver {
-    async fn start(script: &[u16]) -> Self {
+    pub async fn start(script: &[u16]) -> Self {
         let inbox = Arc::new(Mutex::new(Inbox { received: Vec::new(), script: script.to_vec() }));
         let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.unwrap();
         let addr = *acceptor.local_addr()[0].as_socket_addr().unwrap();
@@ -73,12 +73,12 @@ impl Receiver {
         Self { url: format!("http://{addr}/hook"), inbox }
     }
 
-    fn received(&self) -> Vec<Received> {
+    pub fn received(&self) -> Vec<Received> {
         self.inbox.lock().unwrap().received.clone()
     }
 
     /// Waits until `n` requests arrived (or fails after 20 s).
-    async fn wait_for(&self, n: usize) -> Vec<Received> {
+    pub async fn wait_for(&self, n: usize) -> Vec<Received> {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let got = self.received();
@@ -91,7 +91,7 @@ impl Receiver {
     }
 }
 
-async fn spawn_app(dispatch: bool) -> TestApp {
+pub async fn spawn_app(dispatch: bool) -> TestApp {
     TestApp::spawn_with(|c| {
         c.webhook_allow_private = true;
         c.webhook_retry_schedule = vec![Duration::from_secs(1); 3];
@@ -101,7 +101,7 @@ async fn spawn_app(dispatch: bool) -> TestApp {
     .await
 }
 
-async fn endpoint(app: &TestApp, gym: &Gym, url: &str, events: &[&str]) -> webhooks::NewEndpoint {
+pub async fn endpoint(app: &TestApp, gym: &Gym, url: &str, events: &[&str]) -> webhooks::NewEndpoint {
     let events: Vec<String> = events.iter().map(|e| e.to_string()).collect();
     webhooks::create_endpoint(&app.db, &Actor::Operator, gym.id, false, url, &events, true).await.unwrap()
 }
