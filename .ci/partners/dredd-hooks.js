@@ -126,6 +126,7 @@ const prepare = {
   'GET /products/{id}': firstOf('/products'),
   'GET /purchases/{id}': firstOf('/purchases'),
   'GET /facilities/{id}': firstOf('/facilities'),
+  'GET /events/{id}': firstOf('/events'),
   'GET /webhook-deliveries/{id}': firstOf('/webhook-deliveries'),
   'POST /webhook-deliveries/{id}/redeliver': firstOf('/webhook-deliveries'),
   'GET /devices/{device_id}': deviceOf('door'),
