@@ -59,14 +59,16 @@ pub async fn run(listener: TcpListener, state: AppState, stop: impl Future<Outpu
             "GYMAPI_MAX_CONNECTIONS is close to the process's open-file limit (ulimit -n)"
         );
     }
-    let mut http = auto::Builder::new(TokioExecutor::new());
+    // HTTP/1 only: hyper's HTTP/2 has no timeout for a connection that opens no stream, so one
+    // byte of a preface held a place of the cap for good. A client's HTTP/2 in cleartext is
+    // refused as an unknown version; HTTP/2 to the clients is the TLS proxy's in front.
+    let mut http = auto::Builder::new(TokioExecutor::new()).http1_only();
     http.http1()
         .timer(TokioTimer::new())
         .header_read_timeout(config.header_timeout)
         .ignore_invalid_headers(true)
         .max_headers(HYPER_MAX_HEADERS)
         .max_buf_size(HYPER_MAX_BUF);
-    http.http2().timer(TokioTimer::new()).max_header_list_size(u32::try_from(HYPER_MAX_BUF).unwrap_or(u32::MAX));
     let http = Arc::new(http);
     let permits = Arc::new(Semaphore::new(config.max_connections));
     let graceful = GracefulShutdown::new();
@@ -102,9 +104,8 @@ pub async fn run(listener: TcpListener, state: AppState, stop: impl Future<Outpu
         });
         let (watcher, header_timeout, stopping) = (graceful.watcher(), config.header_timeout, state.shutdown.clone());
         tokio::spawn(async move {
-            // The first byte is awaited under the header timeout too (telling HTTP/1 from HTTP/2
-            // reads it with none, and a connection that never sends would stay open), and not
-            // past the start of a shutdown.
+            // The first byte is awaited under the header timeout too (a connection that never
+            // sends would stay open otherwise), and not past the start of a shutdown.
             let mut first = [0u8; 1];
             let sent = tokio::select! {
                 peeked = tokio::time::timeout(header_timeout, socket.peek(&mut first)) => {

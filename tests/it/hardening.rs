@@ -211,6 +211,28 @@ async fn slow_and_idle_connections_are_closed() {
     assert_eq!(parse(&answered).status, 200);
 }
 
+/// HTTP/2 in cleartext holds no connection: the server speaks HTTP/1 only, so a client's preface
+/// is refused and closed at once, and a lone `P` (the first byte of one) is closed by the header
+/// timeout like any head that does not arrive. With the cap at two, both places are free again.
+#[tokio::test]
+async fn http2_in_cleartext_and_a_lone_byte_hold_no_connection() {
+    let app = TestApp::spawn_with(|c| {
+        c.header_timeout = Duration::from_secs(1);
+        c.max_connections = 2;
+    })
+    .await;
+    let mut lone = connect(&app).await;
+    lone.write_all(b"P").await.unwrap();
+    let mut preface = connect(&app).await;
+    preface.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap();
+    read_all(&mut preface).await;
+    read_all(&mut lone).await;
+    for _ in 0..2 {
+        let r = exchange(&app, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await;
+        assert_eq!(r.status, 200, "{}", r.head);
+    }
+}
+
 /// One connection over the cap is answered 503 in JSON and closed at once; the connections under
 /// the cap are served, and a place freed is taken again.
 #[tokio::test]
