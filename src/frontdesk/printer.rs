@@ -130,8 +130,9 @@ pub enum Report {
     Failed { reason: String },
 }
 
-/// The printer's report on a receipt handed to it. The same report again answers the same job;
-/// another outcome, or a job not handed to this printer, is 409.
+/// The printer's report on a receipt handed to it (found at the printer's facility, or anywhere
+/// once handed to it). The same report again answers the same job; another outcome, or a job not
+/// handed to this printer, is 409.
 pub async fn report(
     db: &Db,
     printer: &device::Model,
@@ -146,7 +147,10 @@ pub async fn report(
     let sql = for_update(backend, "SELECT * FROM print_jobs WHERE gym_id = ? AND id = ?");
     let statement = Statement::from_sql_and_values(backend, sql, [gym_id.into(), uuid.into()]);
     let job = print_job::Entity::find().from_raw_sql(statement).one(&txn).await?;
-    let mut job = job.filter(|j| j.facility_id == printer.facility_id).ok_or_else(missing)?;
+    // A receipt of the printer's facility, or one handed to it: a printer moved meanwhile still
+    // reports.
+    let reachable = |j: &print_job::Model| j.facility_id == printer.facility_id || j.device_id == Some(printer.id);
+    let mut job = job.filter(reachable).ok_or_else(missing)?;
     let (state, reason) = match &report {
         Report::Printed => (PrintJobState::Printed, None),
         Report::Failed { reason } => (PrintJobState::Failed, Some(reason.clone())),

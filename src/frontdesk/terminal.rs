@@ -161,7 +161,9 @@ pub async fn report(
     let missing = || ApiError::not_found("payment job", job_id);
     let uuid = Uuid::parse_str(job_id).map_err(|_| missing())?;
     let found = payment_job::Entity::find_by_id((gym_id, uuid)).one(db).await?;
-    let job = found.filter(|j| j.facility_id == terminal.facility_id && j.state != PaymentJobState::RefundDue);
+    // A job of the terminal's facility, or one it holds: a terminal moved meanwhile still reports.
+    let reachable = |j: &payment_job::Model| j.facility_id == terminal.facility_id || j.device_id == Some(terminal.id);
+    let job = found.filter(|j| reachable(j) && j.state != PaymentJobState::RefundDue);
     let job = job.ok_or_else(missing)?;
     let audience = webhooks::audience(db, gym_id, EventType::PurchaseUpdated).await?;
     // What an approval's receipt is frozen with, read before the transaction holds any lock.
@@ -191,7 +193,7 @@ pub async fn report(
     let (job, receipt, queued) = settle(&txn, &mut sale, job, &report, heading, audience).await?;
     txn.commit().await?;
     if receipt {
-        wakes.signal_after_commit(db, receipts_topic(gym_id, terminal.facility_id)).await;
+        wakes.signal_after_commit(db, receipts_topic(gym_id, job.facility_id)).await;
     }
     Ok((Reported::Held(job), queued))
 }

@@ -395,3 +395,40 @@ async fn two_archives_racing_leave_the_gym_an_open_facility() {
         assert!(open.is_some(), "try {i}: the gym was left without an open facility");
     }
 }
+
+/// A terminal moved while it holds a payment, and a printer moved while it holds a receipt, still
+/// report them: the charge is the sale's payment, the receipt printed, at the sale's facility.
+#[tokio::test]
+async fn a_device_moved_while_it_holds_a_job_still_reports_it() {
+    let app = TestApp::spawn().await;
+    let c = crate::counter::counter(&app, "Moved holding").await;
+    let k = c.key().to_string();
+    let island = json!({"rows": [{"legacy_id": "ISL", "name": "Island studio"}]});
+    assert_eq!(app.post(&k, "/import/facilities", island).await.status, 200);
+    let listed = app.get(&k, "/facilities").await.body;
+    let island = listed["data"].as_array().unwrap().iter().find(|f| f["legacy_id"] == "ISL").unwrap()["id"].clone();
+    let move_to_island = |id: String| {
+        let (app, k, island) = (&app, k.clone(), island.clone());
+        async move {
+            let r = app.device("PATCH", &format!("/devices/{id}"), &k, Some(json!({"facility_id": island})), &[]).await;
+            assert_eq!(r.status, 200, "{}", r.body);
+        }
+    };
+
+    let order = c.order(&app, json!([{"product_id": c.products["bar"], "quantity": 1}])).await;
+    assert_eq!(order.status, 201, "{}", order.body);
+    let sale = order.body["id"].as_str().unwrap().to_string();
+    let jobs = c.take_payment(&app, &c.terminal).await;
+    let job = jobs[0]["id"].as_str().unwrap().to_string();
+    move_to_island(c.terminal.clone()).await;
+    let paid = c.report_payment(&app, &c.terminal, &job, crate::counter::approved()).await;
+    assert_eq!((paid.status, paid.body["state"].as_str()), (200, Some("approved")), "{}", paid.body);
+    assert_eq!(app.get(&k, &format!("/purchases/{sale}")).await.body["payment_status"], "paid");
+
+    let receipts = c.take_receipt(&app).await;
+    let receipt = receipts[0]["id"].as_str().unwrap().to_string();
+    move_to_island(c.printer.clone()).await;
+    let path = format!("/printers/{}/jobs/{receipt}/report", c.printer);
+    let printed = app.device("POST", &path, &k, Some(json!({"outcome": "printed"})), &[]).await;
+    assert_eq!((printed.status, printed.body["state"].as_str()), (200, Some("printed")), "{}", printed.body);
+}
