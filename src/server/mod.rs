@@ -60,8 +60,8 @@ pub async fn run(listener: TcpListener, state: AppState, stop: impl Future<Outpu
         );
     }
     // HTTP/1 only: hyper's HTTP/2 has no timeout for a connection that opens no stream, so one
-    // byte of a preface held a place of the cap for good. A client's HTTP/2 in cleartext is
-    // refused as an unknown version; HTTP/2 to the clients is the TLS proxy's in front.
+    // byte of a preface held a place of the cap for good. A connection that opens with HTTP/2's
+    // preface in cleartext is closed at once; HTTP/2 to the clients is the TLS proxy's in front.
     let mut http = auto::Builder::new(TokioExecutor::new()).http1_only();
     http.http1()
         .timer(TokioTimer::new())
