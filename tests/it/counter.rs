@@ -291,7 +291,7 @@ async fn concurrent_terminals_on_two_servers_take_a_payment_once() {
     }
     c.order(&app, json!([{"product_id": c.products["bar"], "quantity": 1}])).await;
     let second = app.another_instance().await;
-    let client = reqwest::Client::new();
+    let client = crate::common::http_client();
     let asks = terminals.iter().enumerate().map(|(i, t)| {
         let base = if i % 2 == 0 { app.address.clone() } else { second.clone() };
         let req = client.get(format!("{base}/api/v1/devices/terminals/{t}/jobs")).bearer_auth(c.key());
@@ -308,7 +308,7 @@ async fn receipt_numbers_of_concurrent_sales_are_exactly_one_to_n() {
     let app = TestApp::spawn_with(|c| c.device_rate_limit_per_minute = 100_000).await;
     let c = counter(&app, "Numbers").await;
     let second = app.another_instance().await;
-    let client = reqwest::Client::new();
+    let client = crate::common::http_client();
     let bases = [app.address.clone(), second];
     let lines = json!([{"product_id": c.products["bar"], "quantity": 1}]);
     for _ in 0..200 {

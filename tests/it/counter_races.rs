@@ -41,7 +41,7 @@ impl Desk {
         if servers > 1 {
             bases.push(app.another_instance().await);
         }
-        Self { client: reqwest::Client::new(), bases, key: key.to_string() }
+        Self { client: crate::common::http_client(), bases, key: key.to_string() }
     }
 
     async fn call(&self, server: usize, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {

@@ -507,7 +507,7 @@ async fn waiting_polls_are_capped_per_key_and_per_gym() {
     let door = register(&app, &busy.live_key, "door", "Door").await;
     let poll = |key: &str, wait: u32| {
         let url = format!("{}/api/v1/devices/doors/{door}/commands?wait={wait}", app.address);
-        reqwest::Client::new().get(url).bearer_auth(key).send()
+        crate::common::http_client().get(url).bearer_auth(key).send()
     };
     let waiting: Vec<_> =
         [&busy.live_key, &busy.live_key, &second_key].into_iter().map(|k| tokio::spawn(poll(k, 3))).collect();

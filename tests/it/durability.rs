@@ -53,7 +53,7 @@ impl Served {
     /// A keyed `POST /members`: its status, whether it was replayed, its body; `None` when the
     /// connection broke (the server died).
     async fn create(&self, gym: &Gym, key: &str) -> Option<(u16, bool, Value)> {
-        let r = reqwest::Client::new()
+        let r = crate::common::http_client()
             .post(format!("{}/api/v1/members", self.base))
             .bearer_auth(&gym.live_key)
             .header("Idempotency-Key", key)
@@ -160,7 +160,7 @@ async fn a_write_run_again_meets_its_record_at_the_commit() {
     let gym = app.gym("Twice").await;
     let body = json!({"first_name": "Nameless", "last_name": "Once"});
     let send = async |server: &Served| {
-        let r = reqwest::Client::new()
+        let r = crate::common::http_client()
             .post(format!("{}/api/v1/members", server.base))
             .bearer_auth(&gym.live_key)
             .header("Idempotency-Key", "twice-1")
@@ -212,7 +212,7 @@ async fn a_restarted_server_still_replays() {
     assert_eq!(again, first);
     assert_eq!(written(&app, &gym).await.len(), 1);
     // Another body under the same key is still refused.
-    let other = reqwest::Client::new()
+    let other = crate::common::http_client()
         .post(format!("{}/api/v1/members", server.base))
         .bearer_auth(&gym.live_key)
         .header("Idempotency-Key", "restart-1")
@@ -233,7 +233,7 @@ async fn sigterm_during_load_lets_requests_in_flight_finish() {
     let app = TestApp::spawn().await;
     let gym = app.gym("Draining").await;
     let mut server = Served::start(&app, &[("GYMAPI_RATE_LIMIT_PER_MINUTE", "100000")]).await;
-    let client = reqwest::Client::new();
+    let client = crate::common::http_client();
     let send = |i: usize| {
         let request = client
             .post(format!("{}/api/v1/members", server.base))

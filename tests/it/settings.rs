@@ -651,7 +651,7 @@ async fn revoking_a_key_ends_its_devices_waiting_polls_at_once() {
     };
     let (door, bell) = (register("door").await, register("doorbell").await);
     let url = format!("{}/api/v1/devices/doors/{door}/commands?wait=20", app.address);
-    let waiting = tokio::spawn(reqwest::Client::new().get(url).bearer_auth(&gym.live_key).send());
+    let waiting = tokio::spawn(crate::common::http_client().get(url).bearer_auth(&gym.live_key).send());
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let page = b.get("/settings/integrations/api").await;
     let path = format!("/settings/integrations/api/keys/{}/revoke", gym.live_key_id);

@@ -77,6 +77,17 @@ pub fn on_postgres() -> bool {
     std::env::var("TEST_DATABASE_URL").is_ok_and(|u| !u.is_empty())
 }
 
+/// A client for tests: redirects not followed, and a request the server never answers fails its
+/// test after 120 s rather than holding the pass (no operation waits longer than a long poll's
+/// 25 s).
+pub fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(std::time::Duration::from_secs(120))
+        .build()
+        .unwrap()
+}
+
 /// Where one test's data lives. Dropping it removes the data: the temporary directory of the
 /// SQLite file, or the PostgreSQL database.
 pub struct Scratch {
@@ -249,7 +260,7 @@ impl TestApp {
             store,
             shutdown,
             config,
-            client: reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap(),
+            client: http_client(),
             _server: server,
             scratch,
         }
