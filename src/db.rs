@@ -400,6 +400,27 @@ pub fn redact(url: &str) -> String {
     }
 }
 
+/// Runs `sweep` on `db` every `every`, first at once, in a task of its own (a tick that comes late
+/// waits for the sweep before it rather than bunching up); a sweep that fails is logged as
+/// "could not `what`" and tried again at the next tick. The sweepers of expired idempotency
+/// records and of events past their time run so.
+pub fn sweep_every<F, Fut>(db: DatabaseConnection, every: Duration, what: &'static str, sweep: F)
+where
+    F: Fn(DatabaseConnection) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), DbErr>> + Send,
+{
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(e) = sweep(db.clone()).await {
+                tracing::warn!(error = %e, "could not {what}");
+            }
+        }
+    });
+}
+
 /// A transaction that reads before it writes. On SQLite it first waits for this process's turn to
 /// write the file (`writers`), then takes the write lock (a write that changes nothing): its reads
 /// then see the newest data, and its writes never meet a snapshot another connection made stale

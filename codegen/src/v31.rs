@@ -49,8 +49,9 @@ fn quote_dates(text: &str) -> String {
             _ => out.push_str(line),
         }
         out.push('\n');
-        let tail = line.trim_end();
-        if ["|", "|-", "|+", ">", ">-", ">+"].iter().any(|b| tail.ends_with(&format!(" {b}")) || tail == *b) {
+        // A block scalar's indicator ends its line, alone or after a space.
+        let last = line.trim_end().rsplit(' ').next().unwrap_or_default();
+        if ["|", "|-", "|+", ">", ">-", ">+"].contains(&last) {
             block = Some(indent);
         }
     }

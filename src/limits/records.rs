@@ -113,16 +113,12 @@ const SWEEP_BATCH: u32 = 1_000;
 /// Sweeps expired records every minute, in a task of its own, a batch per transaction until none
 /// is left (so a sweep never holds SQLite's write lock long).
 pub fn spawn_sweeper(db: sea_orm::DatabaseConnection) {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(SWEEP_EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            if let Err(e) = sweep_all(&db).await {
-                tracing::warn!(error = %e, "could not sweep expired idempotency records");
-            }
-        }
-    });
+    crate::db::sweep_every(
+        db,
+        SWEEP_EVERY,
+        "sweep expired idempotency records",
+        |db| async move { sweep_all(&db).await },
+    );
 }
 
 async fn sweep_all(db: &sea_orm::DatabaseConnection) -> Result<(), DbErr> {

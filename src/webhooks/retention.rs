@@ -60,14 +60,7 @@ async fn sweep_gym(db: &DatabaseConnection, gym: GymId, cutoff: DateTime<Utc>) -
 
 /// Sweeps every `every`, in a task of its own.
 pub fn spawn_sweeper(db: DatabaseConnection, every: std::time::Duration) {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            if let Err(e) = sweep(&db, crate::records::now()).await {
-                tracing::warn!(error = %e, "could not remove events past their time");
-            }
-        }
+    crate::db::sweep_every(db, every, "remove events past their time", |db| async move {
+        sweep(&db, crate::records::now()).await.map(|_| ())
     });
 }
