@@ -258,6 +258,22 @@ async fn a_receipt_is_printed_in_its_facilitys_time_zone() {
     assert_eq!(order["receipts"][0]["receipt"], *receipt, "a rename after payment leaves the receipt as printed");
 }
 
+/// A second facility of the gym, imported beside its first: the ids of both (the new one, then
+/// the first).
+async fn island(app: &TestApp, key: &str) -> (Value, Value) {
+    let island = json!({"rows": [{"legacy_id": "ISL", "name": "Island studio"}]});
+    assert_eq!(app.post(key, "/import/facilities", island).await.status, 200);
+    let listed = app.get(key, "/facilities").await.body;
+    let listed = listed["data"].as_array().unwrap();
+    let (isl, main): (Vec<&Value>, Vec<&Value>) = listed.iter().partition(|f| f["legacy_id"] == "ISL");
+    (isl[0]["id"].clone(), main[0]["id"].clone())
+}
+
+/// `PATCH /devices/{id}` of the device API.
+async fn patch_device(app: &TestApp, key: &str, id: String, body: Value) -> crate::common::TestResponse {
+    app.device("PATCH", &format!("/devices/{id}"), key, Some(body), &[]).await
+}
+
 /// The front desk moves a device through the device API: a door then decides for its new
 /// facility's members, a terminal takes its new facility's payments, never its old one's, even in
 /// a poll that began before the move; bad changes are 422 naming the field, others' devices 404.
@@ -266,16 +282,9 @@ async fn a_device_moved_through_the_api_serves_its_new_facility() {
     let app = TestApp::spawn().await;
     let c = crate::counter::counter(&app, "Moving").await;
     let k = c.key().to_string();
-    let island = json!({"rows": [{"legacy_id": "ISL", "name": "Island studio"}]});
-    assert_eq!(app.post(&k, "/import/facilities", island).await.status, 200);
-    let listed = app.get(&k, "/facilities").await.body;
-    let (island, main) = (listed["data"][0]["id"].clone(), listed["data"][1]["id"].clone());
+    let (island, main) = island(&app, &k).await;
     let path = |id: &str| format!("/devices/{id}");
-    let patch = |id: String, body: Value| {
-        let app = &app;
-        let k = k.clone();
-        async move { app.device("PATCH", &path(&id), &k, Some(body), &[]).await }
-    };
+    let patch = |id: String, body: Value| patch_device(&app, &k, id, body);
 
     // A door moved to the island lets in the island's members, and only them.
     let door = crate::counter::register(&app, &k, "door", "Door").await;
@@ -403,14 +412,11 @@ async fn a_device_moved_while_it_holds_a_job_still_reports_it() {
     let app = TestApp::spawn().await;
     let c = crate::counter::counter(&app, "Moved holding").await;
     let k = c.key().to_string();
-    let island = json!({"rows": [{"legacy_id": "ISL", "name": "Island studio"}]});
-    assert_eq!(app.post(&k, "/import/facilities", island).await.status, 200);
-    let listed = app.get(&k, "/facilities").await.body;
-    let island = listed["data"].as_array().unwrap().iter().find(|f| f["legacy_id"] == "ISL").unwrap()["id"].clone();
+    let (island, _) = island(&app, &k).await;
     let move_to_island = |id: String| {
-        let (app, k, island) = (&app, k.clone(), island.clone());
+        let r = patch_device(&app, &k, id, json!({"facility_id": island}));
         async move {
-            let r = app.device("PATCH", &format!("/devices/{id}"), &k, Some(json!({"facility_id": island})), &[]).await;
+            let r = r.await;
             assert_eq!(r.status, 200, "{}", r.body);
         }
     };
