@@ -173,8 +173,25 @@ impl<'a, T: DeserializeOwned + Send> FromRequest<'a> for SignedForm<T> {
                 "This form has expired or did not come from this site. Reload the page and try again.",
             )));
         }
+        if pairs.iter().any(|(name, value)| holds_nul(name) || holds_nul(value)) {
+            return Err(poem::Error::from_response(nul_refused()));
+        }
         Ok(Self(s, fields))
     }
+}
+
+/// Whether a form's text holds a NUL character: no store keeps one (PostgreSQL refuses it in
+/// text), so a form that sends one is refused before anything reads or writes it.
+fn holds_nul(text: &str) -> bool {
+    text.contains('\0')
+}
+
+/// The page of a form refused for a NUL character (422).
+fn nul_refused() -> Response {
+    error_page(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "A field of this form holds a NUL character, which cannot be stored. Remove it and try again.",
+    )
 }
 
 /// A form of no fields but its CSRF token (a button).

@@ -11,7 +11,9 @@ use poem::{
 };
 use serde::Deserialize;
 
-use super::{Button, SignedForm, error_page, html, internal, pages, redirect, refused, session, signed};
+use super::{
+    Button, SignedForm, error_page, holds_nul, html, internal, nul_refused, pages, redirect, refused, session, signed,
+};
 use crate::{
     accounts,
     limits::{Attempt, Backoff},
@@ -65,6 +67,9 @@ pub(super) async fn sign_in(req: &Request, state: Data<&AppState>, Form(f): Form
     };
     if nonce.is_empty() || !session::same(&session::form_token(key, nonce), &f.csrf) {
         return error_page(StatusCode::FORBIDDEN, "This form has expired. Reload the sign-in page and try again.");
+    }
+    if holds_nul(&f.email) || holds_nul(&f.password) {
+        return nul_refused();
     }
     let email = f.email.trim().to_lowercase();
     let address = req.remote_addr().as_socket_addr().map(|a| a.ip().to_string()).unwrap_or_default();

@@ -672,3 +672,45 @@ async fn revoking_a_key_ends_its_devices_waiting_polls_at_once() {
     let commands = app.device("GET", &format!("/doors/{door}/commands?wait=0"), &new.key, None, &[]).await;
     assert_eq!(commands.body["data"].as_array().unwrap().len(), 1, "the door signed in again gets it");
 }
+
+/// A NUL character in any field of any form is refused with a page that says so (422), and nothing
+/// is written: PostgreSQL cannot store one in text (it answered 500), SQLite stored it. The sign-in
+/// form too, whose email is looked up.
+#[tokio::test]
+async fn a_nul_in_any_form_field_is_refused_and_nothing_is_written() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Null Gym").await;
+    let r =
+        app.device("POST", "/devices", &gym.live_key, Some(json!({"kind": "door", "name": "Front door"})), &[]).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let door = r.body["id"].as_str().unwrap().to_string();
+    let facility = app.get(&gym.live_key, "/facilities").await.body["data"][0]["id"].as_str().unwrap().to_string();
+    let owner = signed_in(&app, &gym, "owner@null.example", "owner", &[]).await;
+    let nul = "Annex\0";
+    let forms: [(String, Vec<(&str, &str)>); 5] = [
+        ("/facilities".into(), vec![("name", nul), ("address", ""), ("timezone", ""), ("environment", "live")]),
+        (format!("/facilities/{facility}"), vec![("name", nul)]),
+        (format!("/devices/{door}"), vec![("name", nul), ("facility_id", &facility)]),
+        ("/integrations/api/keys".into(), vec![("name", nul), ("environment", "live")]),
+        ("/integrations/webhooks/endpoints".into(), vec![("url", "https://hooks.example/\0"), ("environment", "live")]),
+    ];
+    for (path, fields) in &forms {
+        let csrf = owner.get("/settings/integrations/api").await.csrf();
+        let r = owner.post(&format!("/settings{path}"), &[&fields[..], &[("csrf", &csrf)]].concat()).await;
+        assert_eq!(r.status, 422, "{path}: {}", r.body);
+        assert!(r.body.contains("NUL character"), "{path}: {}", r.body);
+    }
+    let facilities = app.get(&gym.live_key, "/facilities").await;
+    assert_eq!(facilities.body["meta"]["total"], 1, "{}", facilities.body);
+    assert!(!facilities.body.to_string().contains("Annex"));
+    let device = app.device("GET", &format!("/devices/{door}"), &gym.live_key, None, &[]).await;
+    assert_eq!(device.body["name"], "Front door");
+    let keys = accounts::list_keys(&app.db, &accounts::Actor::Operator, gym.id).await.unwrap();
+    assert!(keys.iter().all(|k| !k.name.contains('\0')), "no key named with a NUL");
+    assert!(!owner.get("/settings/integrations/webhooks").await.body.contains("hooks.example"));
+
+    let stranger = Browser::new(&app);
+    let r = stranger.sign_in("owner@null.example\0", PASSWORD).await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert!(r.body.contains("NUL character"), "{}", r.body);
+}
