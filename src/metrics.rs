@@ -60,6 +60,8 @@ pub struct Metrics {
     /// 1 while the store (Redis) answers, 0 while its breaker is open.
     pub store_up: Gauge,
     pub breaker_opened: Counter,
+    /// Sign-ins that waited for a password hash slot ([`crate::accounts::PASSWORD_HASHES_AT_ONCE`]).
+    pub sign_in_hash_waits: Counter,
 }
 
 impl Default for Metrics {
@@ -83,6 +85,7 @@ impl Metrics {
             db_connections: Family::default(),
             store_up: Gauge::default(),
             breaker_opened: Counter::default(),
+            sign_in_hash_waits: Counter::default(),
             registry: Registry::default(),
         };
         registry.register("http_requests", "Requests answered, by operation and status", m.requests.clone());
@@ -108,6 +111,11 @@ impl Metrics {
             m.store_up.clone(),
         );
         registry.register("store_breaker_opened", "Times the limits store's breaker opened", m.breaker_opened.clone());
+        registry.register(
+            "sign_in_hash_waits",
+            "Sign-ins that waited for one of the password hashes a server runs at once",
+            m.sign_in_hash_waits.clone(),
+        );
         m.store_up.set(1);
         Self { registry, ..m }
     }

@@ -51,6 +51,8 @@ pub struct AppState {
     pub walks: Arc<crate::pagination::Walks>,
     /// The key that signs the sign-in form's token, read from the database once.
     pub sign_in_key: Arc<tokio::sync::OnceCell<Vec<u8>>>,
+    /// The password hashes sign-ins may run at once (see [`crate::accounts::PASSWORD_HASHES_AT_ONCE`]).
+    pub password_hashes: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -79,6 +81,7 @@ impl AppState {
             metrics,
             walks: Arc::new(crate::pagination::Walks::new(store.clone())),
             sign_in_key: Arc::default(),
+            password_hashes: Arc::new(tokio::sync::Semaphore::new(crate::accounts::PASSWORD_HASHES_AT_ONCE)),
         })
     }
 

@@ -87,6 +87,14 @@ pub(super) async fn sign_in(req: &Request, state: Data<&AppState>, Form(f): Form
             pages::sign_in(&f.csrf, Some(&format!("Too many sign-in attempts. Try again in {wait}."))),
         );
     }
+    let slot = match state.password_hashes.try_acquire() {
+        Ok(slot) => Ok(slot),
+        Err(_) => {
+            state.metrics.sign_in_hash_waits.inc();
+            state.password_hashes.acquire().await
+        }
+    };
+    let Ok(_slot) = slot else { return internal("the password hash slots are closed") };
     let user = match accounts::verify_user(&state.db, &email, &f.password).await {
         Ok(Some(u)) => u,
         Ok(None) => {

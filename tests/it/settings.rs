@@ -398,6 +398,35 @@ async fn sign_in_throttling_never_locks_the_owner_out() {
     assert_eq!(owner.sign_in("owner@owned.example", PASSWORD).await.status, 303);
 }
 
+/// Twelve sign-ins sent at once, each for an email of its own: each is answered as a wrong
+/// password, and no more than two password hashes run at once (argon2 holds 19 MiB a hash: a
+/// hundred at once took the server to almost 2 GB); the others wait their turn, as `/metrics`
+/// counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sign_ins_sent_at_once_take_turns_at_the_password_hash() {
+    let app = TestApp::spawn_with(|c| c.metrics_token = Some("scrape".into())).await;
+    let mut ready = Vec::new();
+    for i in 0..12 {
+        let b = Browser::new(&app);
+        let form = b.get("/settings/sign-in").await;
+        assert_eq!(form.status, 200);
+        ready.push((b, format!("nobody{i}@turns.example"), form.csrf()));
+    }
+    let sent = ready.iter().map(|(b, email, csrf)| async move {
+        b.post("/settings/sign-in", &[("email", email), ("password", "a long guess"), ("csrf", csrf)]).await
+    });
+    let statuses: Vec<u16> = futures_util::future::join_all(sent).await.iter().map(|p| p.status).collect();
+    assert_eq!(statuses, vec![401; 12]);
+    let metrics =
+        app.raw(reqwest::Method::GET, "/metrics").bearer_auth("scrape").send().await.unwrap().text().await.unwrap();
+    let waits = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("gymapi_sign_in_hash_waits_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no sign-in hash waits in /metrics: {metrics}"));
+    assert!(waits >= 1.0, "twelve hashes at once ran without waiting: {waits}");
+}
+
 /// Forty wrong passwords for one email from one address, sent at once: only the free attempts are
 /// checked, every other one waits (its attempt is counted before its password is).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
