@@ -34,6 +34,8 @@ enum Out {
 pub(super) struct Rejects {
     pub path: PathBuf,
     out: Out,
+    /// The header's cells before the reasons column.
+    columns: usize,
     pub written: u64,
 }
 
@@ -48,20 +50,21 @@ impl Rejects {
             Out::Lines(file)
         } else {
             file.write_all(b"\xEF\xBB\xBF").map_err(|e| failed(path, e))?;
-            let mut w = csv::WriterBuilder::new().delimiter(layout.delimiter()).from_writer(file);
+            // Flexible: a refused row may have more or fewer cells than the header (a stray
+            // delimiter), and it belongs in this file like any other.
+            let mut w = csv::WriterBuilder::new().delimiter(layout.delimiter()).flexible(true).from_writer(file);
             let header = headers.iter().map(|h| neutralised(h)).chain([REASONS_COLUMN.into()]);
             w.write_record(header.map(|c| c.into_owned())).map_err(|e| failed(path, e))?;
             Out::Csv(Box::new(w))
         };
-        Ok(Self { path: path.to_path_buf(), out, written: 0 })
+        Ok(Self { path: path.to_path_buf(), out, columns: headers.len(), written: 0 })
     }
 
     pub(super) fn write(&mut self, refused: &Refused) -> Result<(), ClientError> {
         let reasons = refused.reasons.join("; ");
         let result = match (&mut self.out, &refused.row) {
             (Out::Csv(w), Row::Cells(record)) => {
-                let cells = record.iter().chain([reasons.as_str()]).map(|c| neutralised(c).into_owned());
-                w.write_record(cells).map_err(|e| e.to_string())
+                w.write_record(shaped(record, self.columns, &reasons)).map_err(|e| e.to_string())
             }
             (Out::Lines(w), Row::Object(object)) => {
                 let mut object = object.clone();
@@ -84,4 +87,15 @@ impl Rejects {
         };
         flushed.map_err(|e| failed(&self.path, e))
     }
+}
+
+/// A refused row's cells as the rejects file holds them: the reasons in the header's reasons
+/// column, the row's cells before it (empty cells where the row was short), and the cells past
+/// the header's (a stray delimiter's) after it, so that the row read back still has them and is
+/// refused again until they are removed.
+fn shaped<'a>(record: &'a csv::StringRecord, columns: usize, reasons: &'a str) -> impl Iterator<Item = String> + 'a {
+    let cell = |i: usize| record.get(i).unwrap_or_default();
+    let before = (0..columns).map(cell);
+    let past = (columns..record.len()).map(cell);
+    before.chain([reasons]).chain(past).map(|c| neutralised(c).into_owned())
 }

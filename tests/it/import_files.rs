@@ -424,3 +424,41 @@ async fn members_land_in_the_facilities_the_old_system_had_them_in() {
         refused.body
     );
 }
+
+/// A row with a stray delimiter (more cells than the header) goes to the rejects file with its
+/// reason, and the rows after it are imported; the row read back from the rejects file keeps the
+/// extra cell, past the reasons column, until it is removed. Before, writing that row to the
+/// rejects file ended the run (exit 2) and the rows after it were never sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_row_with_a_stray_delimiter_goes_to_the_rejects_file_and_the_run_goes_on() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Stray").await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("members.csv");
+    std::fs::write(
+        &file,
+        "legacy_id,first_name,last_name\nS1,Ada,Lovelace\nS2,Grace,Hopper,Navy\nS3,Alan\nS4,Alan,Turing\n",
+    )
+    .unwrap();
+    let rejects = dir.path().join("rejects.csv");
+    let args = ["--entity", "members", "--json", "--rejects", path(&rejects), path(&file)];
+    let out = import(&app, &gym.live_key, &args).await;
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((summary["created"].as_i64(), summary["rejected"].as_u64()), (Some(2), Some(2)), "{summary}");
+    let written = std::fs::read_to_string(&rejects).unwrap();
+    let lines: Vec<&str> = written.trim_start_matches('\u{feff}').lines().collect();
+    assert_eq!(lines[0], "legacy_id,first_name,last_name,import_errors", "{written}");
+    assert!(lines[1].starts_with("S2,Grace,Hopper,") && lines[1].ends_with(",Navy"), "{written}");
+    assert!(lines[1].contains("4 cells where the header has 3"), "{written}");
+    assert!(lines[2].starts_with("S3,Alan,,") && lines[2].contains("2 cells where the header has 3"), "{written}");
+
+    // Unfixed, the stray cell is still there and the row is refused again; without it, it imports.
+    let again = dir.path().join("again.csv");
+    let args = ["--entity", "members", "--json", "--rejects", path(&again), path(&rejects)];
+    let summary: Value = serde_json::from_slice(&import(&app, &gym.live_key, &args).await.stdout).unwrap();
+    assert_eq!(summary["rejected"].as_u64(), Some(2), "{summary}");
+    std::fs::write(&rejects, written.replace(",Navy", "").replace("S3,Alan,,", "S3,Alan,Kay,")).unwrap();
+    let summary: Value = serde_json::from_slice(&import(&app, &gym.live_key, &args).await.stdout).unwrap();
+    assert_eq!((summary["created"].as_i64(), summary["rejected"].as_u64()), (Some(2), Some(0)), "{summary}");
+    assert_eq!(app.get(&gym.live_key, "/members?per_page=1").await.body["meta"]["total"], 4);
+}
