@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use chrono::{DateTime, Utc};
 use entity::ids::{GymId, MemberId};
 use entity::{
     payment_job, purchase, purchase_line,
@@ -14,7 +15,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, Query
 use uuid::Uuid;
 
 use crate::{
-    counters::{self, PURCHASE_ROWS},
+    counters::{self, PURCHASE_ROWS, days},
     db::Writes,
     openapi::{Money, Purchase, PurchaseLine, PurchaseObject, RefundDue},
     webhooks::{self, Audience, EventType, NewEvent, Queued},
@@ -146,35 +147,42 @@ pub async fn records(
         .collect())
 }
 
-/// A change of sales' payment statuses, for their counters.
+/// A change of sales' payment statuses, for their counters, each sale with the time it was made
+/// (`purchased_at`, the list's order: the counts per month and day are by it).
 pub enum Change {
     /// New sales of these statuses.
-    Added(Vec<PaymentStatus>),
+    Added(Vec<(PaymentStatus, DateTime<Utc>)>),
     /// One sale moved from one status to another.
-    Moved { from: PaymentStatus, to: PaymentStatus },
+    Moved { from: PaymentStatus, to: PaymentStatus, purchased_at: DateTime<Utc> },
 }
 
-/// The statement that moves the gym's purchase counters by `change` and bumps the purchases'
-/// version (what the statistics' revenue is kept by), for a [`Writes`].
-pub fn count_statement(backend: DbBackend, gym_id: GymId, change: Change) -> Option<Statement> {
+/// The statements that move the gym's purchase counters and counts per month and day by
+/// `change` and bump the purchases' version (what the statistics' revenue is kept by), for a
+/// [`Writes`] or to run in the write's transaction. None when nothing changes.
+pub fn count_statements(backend: DbBackend, gym_id: GymId, change: Change) -> Vec<Statement> {
     let mut deltas: Vec<(String, i64)> = Vec::new();
-    match change {
-        Change::Added(statuses) => {
-            deltas.push((PURCHASE_ROWS.name(None), i64::try_from(statuses.len()).unwrap_or(i64::MAX)));
+    let days = match change {
+        Change::Added(sales) if !sales.is_empty() => {
+            deltas.push((PURCHASE_ROWS.name(None), i64::try_from(sales.len()).unwrap_or(i64::MAX)));
             let mut by_status: HashMap<PaymentStatus, i64> = HashMap::new();
-            for s in statuses {
-                *by_status.entry(s).or_default() += 1;
+            for (s, _) in &sales {
+                *by_status.entry(*s).or_default() += 1;
             }
             deltas.extend(by_status.into_iter().map(|(s, n)| (PURCHASE_ROWS.name(Some(s.as_str())), n)));
+            days::deltas(PURCHASE_ROWS, sales.iter().map(|(s, at)| (s.as_str(), *at)))
         }
-        Change::Moved { from, to } if from != to => {
+        Change::Moved { from, to, purchased_at } if from != to => {
             deltas.push((PURCHASE_ROWS.name(Some(from.as_str())), -1));
             deltas.push((PURCHASE_ROWS.name(Some(to.as_str())), 1));
+            days::moved(PURCHASE_ROWS, from.as_str(), to.as_str(), purchased_at)
         }
-        Change::Moved { .. } => return None,
-    }
+        Change::Added(_) | Change::Moved { .. } => return Vec::new(),
+    };
     deltas.extend(PURCHASE_ROWS.written());
-    counters::add_many_statement(backend, gym_id, &deltas)
+    // The days first, as for the check-ins: the gym's counters are held from their change to the
+    // commit by every writer of the gym.
+    let days = days::add_statement(backend, gym_id, days);
+    days.into_iter().chain(counters::add_many_statement(backend, gym_id, &deltas)).collect()
 }
 
 /// Adds the event of a sale (`purchase.created` or `purchase.updated`) to `writes`, for its

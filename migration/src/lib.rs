@@ -30,6 +30,7 @@ mod m20261128_000021_receipt_facility;
 mod m20261129_000022_member_page_order;
 mod m20261129_000023_day_counts;
 mod m20261129_000024_event_log;
+mod m20261201_000025_purchase_day_counts;
 pub mod tenancy;
 
 pub struct Migrator;
@@ -62,6 +63,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000022_member_page_order::Migration),
             Box::new(m20261129_000023_day_counts::Migration),
             Box::new(m20261129_000024_event_log::Migration),
+            Box::new(m20261201_000025_purchase_day_counts::Migration),
         ]
     }
 }

@@ -11,28 +11,46 @@ use crate::columns::*;
 #[derive(DeriveMigrationName)]
 pub struct Migration;
 
-/// The month and the day of `occurred_at`, since 1970-01(-01), UTC.
-fn buckets(backend: sea_orm::DatabaseBackend) -> [(&'static str, String); 2] {
+/// The month and the day of `column` (a time), since 1970-01(-01), UTC.
+pub(crate) fn buckets(backend: sea_orm::DatabaseBackend, column: &str) -> [(&'static str, String); 2] {
     match backend {
         sea_orm::DatabaseBackend::Postgres => [
             (
                 "month",
-                "CAST((EXTRACT(YEAR FROM occurred_at AT TIME ZONE 'UTC') - 1970) * 12 \
-                 + EXTRACT(MONTH FROM occurred_at AT TIME ZONE 'UTC') - 1 AS BIGINT)"
-                    .into(),
+                format!(
+                    "CAST((EXTRACT(YEAR FROM {column} AT TIME ZONE 'UTC') - 1970) * 12 \
+                     + EXTRACT(MONTH FROM {column} AT TIME ZONE 'UTC') - 1 AS BIGINT)"
+                ),
             ),
-            ("day", "CAST(FLOOR(EXTRACT(EPOCH FROM occurred_at) / 86400) AS BIGINT)".into()),
+            ("day", format!("CAST(FLOOR(EXTRACT(EPOCH FROM {column}) / 86400) AS BIGINT)")),
         ],
         _ => [
             (
                 "month",
-                "((CAST(substr(occurred_at, 1, 4) AS INTEGER) - 1970) * 12 \
-                 + CAST(substr(occurred_at, 6, 2) AS INTEGER) - 1)"
-                    .into(),
+                format!(
+                    "((CAST(substr({column}, 1, 4) AS INTEGER) - 1970) * 12 \
+                     + CAST(substr({column}, 6, 2) AS INTEGER) - 1)"
+                ),
             ),
-            ("day", "CAST(julianday(substr(occurred_at, 1, 10)) - 2440587.5 AS INTEGER)".into()),
+            ("day", format!("CAST(julianday(substr({column}, 1, 10)) - 2440587.5 AS INTEGER)")),
         ],
     }
+}
+
+/// Fills in the counts of `table`'s rows (under its name and `table.<label value>`) by `column`.
+pub(crate) async fn fill(manager: &SchemaManager<'_>, table: &str, label: &str, column: &str) -> Result<(), DbErr> {
+    let db = manager.get_connection();
+    for (span, bucket) in buckets(manager.get_database_backend(), column) {
+        db.execute_unprepared(&format!(
+            "INSERT INTO gym_day_counts (gym_id, list, bucket, value) SELECT gym_id, list, bucket, n FROM (\
+             SELECT gym_id, '{table}@{span}' AS list, {bucket} AS bucket, COUNT(*) AS n FROM {table} \
+             GROUP BY gym_id, {bucket} \
+             UNION ALL SELECT gym_id, '{table}.' || {label} || '@{span}', {bucket}, COUNT(*) FROM {table} \
+             GROUP BY gym_id, {label}, {bucket}) AS counted"
+        ))
+        .await?;
+    }
+    Ok(())
 }
 
 #[async_trait::async_trait]
@@ -49,18 +67,7 @@ impl MigrationTrait for Migration {
             .col(big("value"))
             .primary_key(Index::create().col(a("gym_id")).col(a("list")).col(a("bucket")).col(a("shard")));
         create_tenant_table(manager, "gym_day_counts", counts.to_owned(), vec![gym_fk("gym_day_counts")]).await?;
-        let db = manager.get_connection();
-        for (span, bucket) in buckets(manager.get_database_backend()) {
-            db.execute_unprepared(&format!(
-                "INSERT INTO gym_day_counts (gym_id, list, bucket, value) SELECT gym_id, list, bucket, n FROM (\
-                 SELECT gym_id, 'attendance@{span}' AS list, {bucket} AS bucket, COUNT(*) AS n FROM attendance \
-                 GROUP BY gym_id, {bucket} \
-                 UNION ALL SELECT gym_id, 'attendance.' || status || '@{span}', {bucket}, COUNT(*) FROM attendance \
-                 GROUP BY gym_id, status, {bucket}) AS counted"
-            ))
-            .await?;
-        }
-        Ok(())
+        fill(manager, "attendance", "status", "occurred_at").await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {

@@ -1,11 +1,13 @@
-//! Per-month and per-day counts of a dated list (check-ins by `occurred_at`): where a page asked
-//! by its number alone starts, without skipping the history in front of it.
+//! Per-month and per-day counts of a dated list (check-ins by `occurred_at`, sales by
+//! `purchased_at`): where a page asked by its number alone starts, without skipping the history
+//! in front of it.
 //!
 //! A list with a [`Counted::day`] column keeps, in `gym_day_counts`, one count per UTC month and
 //! one per UTC day of that column, for the whole list and for each value of its label (`list` is
 //! the counter's name: `attendance`, `attendance.denied`; `bucket` is months or days since
 //! 1970-01). Every writer of the list adds to them in its transaction, as it adds to the list's
-//! counters ([`deltas`], [`add_statement`]); [`super::recount`] rebuilds them.
+//! counters ([`deltas`], [`add_statement`]), and a writer that changes a row's label moves its
+//! counts ([`moved`]); [`super::recount`] rebuilds them.
 //!
 //! A page asked by its number starts at record `offset` of the walk. [`start`] reads the months
 //! (a few hundred rows for ten years), then the days of the month the record falls in, each minus
@@ -80,6 +82,20 @@ pub fn deltas<'a>(
         for counter in [list.name(None), list.name(Some(label))] {
             for span in [Span::Month, Span::Day] {
                 *deltas.entry((span.list(&counter), span.of(at))).or_insert(0) += 1;
+            }
+        }
+    }
+    deltas
+}
+
+/// The deltas of one row of a dated list whose label's value changed from `from` to `to`: its
+/// month and its day move from the one label's counts to the other's (the list's own stay).
+pub fn moved(list: Counted, from: &str, to: &str, at: DateTime<Utc>) -> BTreeMap<(String, i64), i64> {
+    let mut deltas = BTreeMap::new();
+    if from != to {
+        for (label, n) in [(from, -1), (to, 1)] {
+            for span in [Span::Month, Span::Day] {
+                deltas.insert((span.list(&list.name(Some(label))), span.of(at)), n);
             }
         }
     }

@@ -96,8 +96,12 @@ pub const MEMBERSHIP_PLAN_ROWS: Counted =
 pub const SUBSCRIPTION_PLAN_ROWS: Counted =
     Counted { table: "subscription_plans", label: "status", version: None, day: None };
 pub const PRODUCT_ROWS: Counted = Counted { table: "products", label: "status", version: None, day: None };
-pub const PURCHASE_ROWS: Counted =
-    Counted { table: "purchases", label: "payment_status", version: Some(PURCHASES_VERSION), day: None };
+pub const PURCHASE_ROWS: Counted = Counted {
+    table: "purchases",
+    label: "payment_status",
+    version: Some(PURCHASES_VERSION),
+    day: Some("purchased_at"),
+};
 pub const ATTENDANCE_ROWS: Counted =
     Counted { table: "attendance", label: "status", version: Some(ATTENDANCE_VERSION), day: Some("occurred_at") };
 pub const ALL: [Counted; 6] =

@@ -78,9 +78,9 @@ impl Writes {
         self.statements.push(statement);
     }
 
-    /// Adds a statement if there is one.
-    pub fn extend(&mut self, statement: Option<Statement>) {
-        self.statements.extend(statement);
+    /// Adds the statements there are (none, one or several).
+    pub fn extend(&mut self, statements: impl IntoIterator<Item = Statement>) {
+        self.statements.extend(statements);
     }
 
     /// Adds a PostgreSQL statement that ends with `RETURNING`, and tells how many rows it wrote once

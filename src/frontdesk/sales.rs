@@ -89,7 +89,8 @@ pub async fn order(db: &Db, wakes: &Arc<Wakes>, tenant: &Tenant, new: NewOrder) 
     );
     let created = EventType::PurchaseCreated;
     let queued = purchases::announce(&mut writes, backend, gym_id, created, &sale.record(), audience);
-    writes.extend(purchases::count_statement(backend, gym_id, Change::Added(vec![PaymentStatus::Pending])));
+    let made = vec![(PaymentStatus::Pending, sale.purchase.purchased_at)];
+    writes.extend(purchases::count_statements(backend, gym_id, Change::Added(made)));
     writes.run(&txn).await?;
     txn.commit().await?;
     wakes.signal_after_commit(db, payments_topic(gym_id, facility_id)).await;
@@ -379,7 +380,8 @@ pub(super) fn moved(
     writes.push(Statement::from_sql_and_values(backend, sql, values));
     let gym_id = p.gym_id;
     let queued = purchases::announce(writes, backend, gym_id, EventType::PurchaseUpdated, &sale.record(), audience);
-    writes.extend(purchases::count_statement(backend, gym_id, Change::Moved { from, to }));
+    let purchased_at = sale.purchase.purchased_at;
+    writes.extend(purchases::count_statements(backend, gym_id, Change::Moved { from, to, purchased_at }));
     queued
 }
 

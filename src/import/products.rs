@@ -13,16 +13,17 @@ use sea_orm::{ActiveValue::Set, ConnectionTrait, DbErr};
 use uuid::Uuid;
 
 use super::{
-    batch::{Batch, check_amount, check_batch_ids, field, fresh_rows, missing, planned, run, write_counted},
+    batch::{Batch, check_amount, check_batch_ids, field, finish, fresh_rows, missing, planned, run, write_counted},
     facilities::facility_refs,
     members::member_refs,
-    sql::{Legacy, lookup},
+    sql::{Legacy, insert_new, lookup},
 };
 use crate::{
     counters,
     db::Db,
     errors::{ApiError, FieldErrors},
     openapi::{ImportEntity, ImportProductRow, ImportPurchaseRow, ImportResult},
+    purchases::Change,
     records::{new_id, now},
 };
 
@@ -150,9 +151,18 @@ pub async fn purchases(
         }
         planned(errors, models, at)
     };
-    let write = |txn, (models, at): (Vec<purchase::ActiveModel>, DateTime<Utc>)| {
+    let write = |txn: crate::db::Writing, (models, at): (Vec<purchase::ActiveModel>, DateTime<Utc>)| async move {
         use purchase::Column as C;
-        write_counted(txn, batch, models, [C::GymId, C::LegacyId], C::PaymentStatus, counters::PURCHASE_ROWS, at)
+        let created = insert_new(&txn, models, [C::GymId, C::LegacyId], [C::PaymentStatus, C::PurchasedAt]).await?;
+        let sales = created
+            .iter()
+            .map(|row| Ok((row.try_get("", "payment_status")?, row.try_get("", "purchased_at")?)))
+            .collect::<Result<Vec<(PaymentStatus, DateTime<Utc>)>, DbErr>>()?;
+        let backend = txn.get_database_backend();
+        for statement in crate::purchases::count_statements(backend, gym_id, Change::Added(sales)) {
+            txn.execute(statement).await?;
+        }
+        finish(txn, batch, created.len(), at).await
     };
     run(db, batch, validate, write).await
 }

@@ -343,6 +343,8 @@ async fn receipt_numbers_of_concurrent_sales_are_exactly_one_to_n() {
     }
     numbers.sort_unstable();
     assert_eq!(numbers, (1..=200).collect::<Vec<i64>>());
+    // Each sale's count per month and day moved from pending to paid with it.
+    crate::common::assert_day_counts_hold(&app.db, c.gym.id).await;
 }
 
 /// `purchase.created` and `purchase.updated` are queued once per endpoint, their payloads the
@@ -427,6 +429,7 @@ async fn a_charge_after_the_order_was_cancelled_is_recorded_as_a_refund_due() {
         .collect();
     assert_eq!(told.len(), 1, "one purchase.updated announces the refund due");
     crate::common::oracle().check_schema("PurchaseEvent", &told[0]);
+    crate::common::assert_day_counts_hold(&app.db, c.gym.id).await;
 }
 
 /// A receipt is frozen when its sale is paid: printed again after the gym changed its time zone,

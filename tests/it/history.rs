@@ -214,7 +214,11 @@ async fn rows_read(db: &impl ConnectionTrait, stmt: &Statement) -> u64 {
                 .iter()
                 .map(|r| r.try_get::<String>("", "detail").unwrap())
                 .collect();
-            let whole = plan.iter().any(|l| l.starts_with("SCAN attendance") || l == "USE TEMP B-TREE FOR ORDER BY");
+            let whole = plan.iter().any(|l| {
+                l.starts_with("SCAN attendance")
+                    || l.starts_with("SCAN purchases")
+                    || l == "USE TEMP B-TREE FOR ORDER BY"
+            });
             assert!(!whole, "a statement reads the whole history:\n{}\n{plan:#?}", stmt.sql);
             plan.len() as u64
         }
@@ -224,9 +228,14 @@ async fn rows_read(db: &impl ConnectionTrait, stmt: &Statement) -> u64 {
 /// What a request's statements on the check-ins read ([`rows_read`]); the statement of the counts
 /// per month and day (a row per month of history and shard, and per day of one month) is left out.
 async fn checkin_rows_read(db: &impl ConnectionTrait, statements: &[Statement]) -> u64 {
+    table_rows_read(db, statements, "attendance").await
+}
+
+/// [`checkin_rows_read`] of the statements on `table`.
+async fn table_rows_read(db: &impl ConnectionTrait, statements: &[Statement], table: &str) -> u64 {
     let mut n = 0;
     for s in statements.iter().filter(|s| {
-        (s.sql.contains("FROM \"attendance\"") || s.sql.contains("FROM attendance"))
+        (s.sql.contains(&format!("FROM \"{table}\"")) || s.sql.contains(&format!("FROM {table}")))
             && !s.sql.contains("gym_day_counts")
     }) {
         n += rows_read(db, s).await;
@@ -238,10 +247,7 @@ async fn checkin_rows_read(db: &impl ConnectionTrait, statements: &[Statement]) 
 fn assert_flat(reads: &[BTreeMap<String, u64>], small_size: &str, large_size: &str) {
     for (name, small) in &reads[0] {
         let large = reads[1][name];
-        assert!(
-            large <= small * 2 + 20,
-            "{name}: {small} rows read with {small_size} check-ins, {large} with {large_size}"
-        );
+        assert!(large <= small * 2 + 20, "{name}: {small} rows read with {small_size}, {large} with {large_size}");
     }
 }
 
@@ -304,7 +310,7 @@ async fn a_page_reads_its_own_rows_not_the_history() {
         }
         reads.push(read);
     }
-    assert_flat(&reads, "600", "6,000");
+    assert_flat(&reads, "600 check-ins", "6,000");
 }
 
 /// A page asked by its number alone, deep in a history of years, starts from the day it falls in
@@ -341,7 +347,64 @@ async fn a_page_asked_by_its_number_alone_reads_at_most_a_day() {
         }
         reads.push(read);
     }
-    assert_flat(&reads, "3,000", "30,000");
+    assert_flat(&reads, "3,000 check-ins", "30,000");
+}
+
+/// Sales `from..to`, `seconds` apart going back from `base`, one in four pending.
+async fn sell_every(app: &TestApp, gym: &Gym, base: DateTime<Utc>, range: std::ops::Range<usize>, seconds: i64) {
+    let rows: Vec<Value> = range
+        .map(|n| {
+            let at = base - chrono::Duration::seconds(seconds * n as i64);
+            json!({"legacy_id": format!("S{n}"), "description": "Towel", "total": {"amount": 300, "currency": "EUR"},
+                   "payment_status": if n % 4 == 0 { "pending" } else { "paid" }, "purchased_at": at.to_rfc3339()})
+        })
+        .collect();
+    for batch in rows.chunks(500) {
+        let r = app.post(&gym.live_key, "/import/purchases", json!({ "rows": batch })).await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+    }
+}
+
+/// The sales' deep page asked by its number alone starts from its day, as the check-ins' does:
+/// its statements on the sales read about as much with ten times the history, and it is the page
+/// a walk by `links.next` found.
+#[tokio::test]
+async fn a_page_of_sales_asked_by_its_number_alone_reads_at_most_a_day() {
+    let recorded = gymapi::db::Recorded::default();
+    let app = TestApp::spawn_recording(recorded.clone(), |c| c.rate_limit_per_minute = 1_000_000).await;
+    let gym = app.gym("Deep sales").await;
+    // Twelve sales a day: 3,000 span eight months, 30,000 almost seven years.
+    let base = Utc::now() - chrono::Duration::minutes(5);
+    let mut reads: Vec<BTreeMap<String, u64>> = Vec::new();
+    let mut have = 0;
+    for size in [3_000, 30_000] {
+        sell_every(&app, &gym, base, have..size, 2 * 3600).await;
+        have = size;
+        if app.db.get_database_backend() == DbBackend::Postgres {
+            app.db.execute_unprepared("ANALYZE").await.unwrap();
+        }
+        let mut read = BTreeMap::new();
+        for filter in ["", "&payment_status=paid"] {
+            let first = app.get(&gym.live_key, &format!("/purchases?per_page=25{filter}")).await.body;
+            let middle = first["meta"]["last_page"].as_i64().unwrap() / 2;
+            recorded.lock().unwrap().clear();
+            let r = app.get(&gym.live_key, &format!("/purchases?per_page=25{filter}&page={middle}")).await;
+            assert_eq!(r.status, 200);
+            let statements: Vec<Statement> = recorded.lock().unwrap().drain(..).collect();
+            assert!(statements.iter().any(|s| s.sql.contains("gym_day_counts")), "{filter}: the day counts are read");
+            let n = table_rows_read(&app.db, &statements, "purchases").await;
+            assert!(n > 0, "{filter}: no statement on purchases was recorded");
+            read.insert(filter.to_string(), n);
+            // The same page as the walk's: the page before it by number, then its links.next.
+            let as_of = encoded(r.body["meta"]["as_of"].as_str().unwrap());
+            let before = format!("/purchases?per_page=25{filter}&page={}&as_of={as_of}", middle - 1);
+            let next = relative(app.get(&gym.live_key, &before).await.body["links"]["next"].as_str().unwrap());
+            assert_eq!(ids(&app.get(&gym.live_key, &next).await.body), ids(&r.body), "{filter}: page {middle}");
+        }
+        reads.push(read);
+    }
+    assert_flat(&reads, "3,000 sales", "30,000");
+    crate::common::assert_day_counts_hold(&app.db, gym.id).await;
 }
 
 /// Every page asked by its number alone, the gym's counts per day saying where it starts, is the
