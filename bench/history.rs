@@ -6,7 +6,8 @@
 //!         --steps 10000,100000,1000000 [--samples 7] [--walk-limit-secs 300] [--out FILE.json]
 //!
 //! The check-ins go back in time 30 s apart from now (ten million of them span nine and a half
-//! years), one in twenty denied, each of one member in turn, in 500-row batches, two at a time.
+//! years), one in twenty denied, each of one member in turn but for one in fifty, which is the
+//! regular's (`M0`, whose page is full at every size), in 500-row batches, two at a time.
 //! A step's import rate is the rate of its last 20,000 rows (all of them in a smaller step): the
 //! rate with that much history already present; `import_step_rows_per_s` is the step's average. On PostgreSQL each step ends
 //! with `VACUUM ANALYZE`, as autovacuum would after a bulk load (this machine runs without it;
@@ -52,11 +53,16 @@ fn args() -> Args {
     a
 }
 
+/// One check-in in this many is the regular's (`M0`): a member whose page is full at every size,
+/// where a member taken in turn has one check-in at 10,000 and a hundred at 1,000,000.
+const REGULAR_EVERY: usize = 50;
+
 fn check_in(n: usize) -> Value {
     let at = chrono::Utc::now() - chrono::Duration::seconds(30 * n as i64);
+    let member = if n % REGULAR_EVERY == REGULAR_EVERY / 2 { 0 } else { n % MEMBERS };
     json!({
         "legacy_id": format!("A{n}"),
-        "member_legacy_id": format!("M{}", n % MEMBERS),
+        "member_legacy_id": format!("M{member}"),
         "occurred_at": at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         "status": if n % 20 == 0 { "denied" } else { "granted" },
     })
@@ -129,11 +135,16 @@ async fn costs(
         let (_, first) = get(client, &format!("{api}/members?per_page=1"), key).await;
         first["data"][0]["id"].as_str().unwrap().to_string()
     };
+    let regular = {
+        let (_, found) = get(client, &format!("{api}/members?per_page=1&search=member0@example.com"), key).await;
+        found["data"][0]["id"].as_str().unwrap().to_string()
+    };
     // A day in the middle of the history, in UTC (the gym's zone).
     let day = (chrono::Utc::now() - chrono::Duration::seconds(15 * rows as i64)).date_naive();
     let plain = [
         ("page 1", format!("{api}/attendance?per_page={PER_PAGE}")),
         ("one member's page", format!("{api}/attendance?per_page={PER_PAGE}&member_id={member}")),
+        ("a regular's page (full)", format!("{api}/attendance?per_page={PER_PAGE}&member_id={regular}")),
         ("status=denied", format!("{api}/attendance?per_page={PER_PAGE}&status=denied")),
         ("one day (from/to)", format!("{api}/attendance?per_page={PER_PAGE}&from={day}&to={day}")),
         ("members search", format!("{api}/members?per_page={PER_PAGE}&search=ada")),

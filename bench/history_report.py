@@ -11,8 +11,8 @@ import pathlib
 import sys
 
 SHOWN = ["page 1", "next page (links.next)", "next page (page=N, as_of)", "one member's page",
-         "status=denied", "one day (from/to)", "middle page by number"]
-COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+         "a regular's page (full)", "status=denied", "one day (from/to)", "middle page by number"]
+COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#17becf", "#8c564b", "#e377c2", "#7f7f7f"]
 
 
 def table(name, report):

@@ -1,6 +1,7 @@
 //! What every write of attendance entries must do, whoever writes them (the importer, the doors):
-//! the gym's attendance counters and version change in the write's transaction, and a granted
-//! check-in adds to its member's `visits_count` and `last_visit_at`. The entry as the API shows it
+//! the gym's attendance counters and version change in the write's transaction, every entry of a
+//! member adds to the member's `entries_count`, and a granted check-in to their `visits_count`
+//! and `last_visit_at`. The entry as the API shows it
 //! ([`record`]) is also the payload of `attendance.created`.
 
 use chrono::{DateTime, Utc};
@@ -96,45 +97,75 @@ pub async fn lock_members(db: &impl ConnectionTrait, gym_id: GymId, ids: &[Membe
     Ok(())
 }
 
-/// Adds visits to members: per member, how many and the latest time, in one statement that adds
-/// to the stored figures (so concurrent writers add up). `updated_at` moves with them, so
-/// `updated_since` sees the change. The members' rows must have been locked first
+/// What a write's new entries add to one member's figures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemberEntries {
+    pub member_id: MemberId,
+    /// Entries of every kind and status (`entries_count`, one member's page's total).
+    pub entries: i64,
+    /// Visits among them ([`is_visit`]): `visits_count`.
+    pub visits: i64,
+    /// The latest visit's time, if there is one: `last_visit_at`.
+    pub latest_visit: Option<DateTime<Utc>>,
+}
+
+impl MemberEntries {
+    /// The figures of one entry of the member.
+    pub fn of(member_id: MemberId, kind: AttendanceKind, status: AttendanceStatus, at: DateTime<Utc>) -> Self {
+        let visit = is_visit(kind, status);
+        Self { member_id, entries: 1, visits: i64::from(visit), latest_visit: visit.then_some(at) }
+    }
+
+    /// Adds another entry's figures of the same member.
+    pub fn add(&mut self, other: Self) {
+        self.entries += other.entries;
+        self.visits += other.visits;
+        self.latest_visit = self.latest_visit.max(other.latest_visit);
+    }
+}
+
+/// Adds new entries to their members' figures, in one statement that adds to the stored ones (so
+/// concurrent writers add up). `updated_at` moves with the visits the API shows, so
+/// `updated_since` sees the change; an entry that is no visit changes only the member's count of
+/// entries, which the API does not show. The members' rows must have been locked first
 /// ([`lock_members`]) where the transaction changes more than one.
-pub async fn add_visits(
+pub async fn add_entries(
     db: &impl ConnectionTrait,
     gym_id: GymId,
-    visits: &[(MemberId, i64, DateTime<Utc>)],
+    members: &[MemberEntries],
     at: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    if let Some(statement) = visits_statement(db.get_database_backend(), gym_id, visits, at) {
+    if let Some(statement) = entries_statement(db.get_database_backend(), gym_id, members, at) {
         db.execute(statement).await?;
     }
     Ok(())
 }
 
-/// The statement of [`add_visits`], for a [`crate::db::Writes`]; `None` without visits.
-pub fn visits_statement(
+/// The statement of [`add_entries`], for a [`crate::db::Writes`]; `None` without members.
+pub fn entries_statement(
     backend: DbBackend,
     gym_id: GymId,
-    visits: &[(MemberId, i64, DateTime<Utc>)],
+    members: &[MemberEntries],
     at: DateTime<Utc>,
 ) -> Option<Statement> {
-    if visits.is_empty() {
+    if members.is_empty() {
         return None;
     }
     // In the order of the text: `updated_at`, the rows, the gym.
     let mut values: Vec<sea_orm::Value> = vec![at.into()];
-    let mut rows = Vec::with_capacity(visits.len());
-    for (id, n, latest) in visits {
-        rows.push("(?, ?, ?)");
-        values.extend([(*id).into(), (*n).into(), (*latest).into()]);
+    let mut rows = Vec::with_capacity(members.len());
+    for m in members {
+        rows.push("(?, ?, ?, ?)");
+        values.extend([m.member_id.into(), m.entries.into(), m.visits.into(), m.latest_visit.into()]);
     }
     let sql = placeholders(
         backend,
         &format!(
-            "UPDATE members SET visits_count = members.visits_count + v.column2, \
-             last_visit_at = CASE WHEN members.last_visit_at IS NULL OR members.last_visit_at < v.column3 \
-             THEN v.column3 ELSE members.last_visit_at END, updated_at = ? \
+            "UPDATE members SET entries_count = members.entries_count + v.column2, \
+             visits_count = members.visits_count + v.column3, \
+             last_visit_at = CASE WHEN v.column4 IS NOT NULL AND (members.last_visit_at IS NULL \
+             OR members.last_visit_at < v.column4) THEN v.column4 ELSE members.last_visit_at END, \
+             updated_at = CASE WHEN v.column3 > 0 THEN ? ELSE members.updated_at END \
              FROM (VALUES {}) AS v WHERE members.gym_id = ? AND members.id = v.column1",
             rows.join(", ")
         ),

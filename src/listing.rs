@@ -3,6 +3,7 @@
 //! them.
 
 use chrono::{DateTime, Utc};
+use entity::ids::MemberId;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, Select};
 
 use crate::{
@@ -43,10 +44,21 @@ macro_rules! listing {
 }
 pub(crate) use listing;
 
+/// Where a list's total comes from, for the filters a request set (besides `updated_since`, whose
+/// rows are always counted).
+#[derive(Clone, Copy, Debug)]
+pub enum Total<'a> {
+    /// A filter outside every kept count is set: the rows are counted (once per walk).
+    Counted,
+    /// The gym's counters of the listing's list know it: the whole list, or one label value.
+    Kept(Option<&'a str>),
+    /// One member's attendance entries, from the member's own count.
+    MemberEntries(MemberId),
+}
+
 /// One page of the tenant's rows of `select` (already narrowed by the list's own filters), with
-/// `updated_since` (kept in the page's links) and the walk pinned at `as_of`. `counted` says
-/// whether the gym's counters know the total: `Some(label)` when the only other filter is the
-/// counted label (or none), `None` when a filter outside them is set and the rows must be counted.
+/// `updated_since` (kept in the page's links) and the walk pinned at `as_of`, its total from
+/// where `total` says.
 pub async fn list_page<E>(
     db: &Db,
     ctx: &RequestContext,
@@ -54,7 +66,7 @@ pub async fn list_page<E>(
     select: Select<E>,
     l: Listing<E::Column>,
     updated_since: Option<DateTime<Utc>>,
-    counted: Option<Option<&str>>,
+    total: Total<'_>,
 ) -> Result<Vec<E::Model>, ApiError>
 where
     E: EntityTrait,
@@ -65,19 +77,20 @@ where
     if let Some(t) = updated_since {
         select = select.filter(l.updated.gte(t));
     }
+    let total = if updated_since.is_some() { Total::Counted } else { total };
+    let gym_id = ctx.tenant.gym_id;
     // A walk's later page has its total from the page before it: nothing to count then.
-    let counted = match (counted, l.counted) {
-        (Some(label), Some(list)) if updated_since.is_none() => Some((list, label)),
-        _ => None,
-    };
-    let known = match (page.locate(db).await?, counted) {
-        (Some(total), _) => Some(total),
-        (None, Some((list, label))) => {
-            let total = counters::total_as_of(db, ctx.tenant.gym_id, list, label, page.as_of).await?;
+    let known = match (page.locate(db).await?, total, l.counted) {
+        (Some(total), _, _) => Some(total),
+        (None, Total::MemberEntries(member), _) => {
+            Some(counters::member_entries_as_of(db, gym_id, member, page.as_of).await?)
+        }
+        (None, Total::Kept(label), Some(list)) => {
+            let total = counters::total_as_of(db, gym_id, list, label, page.as_of).await?;
             // A deep page found by its number starts from the day its counts say it falls in.
             if page.is_deep(total) {
                 let at = (page.offset(), total);
-                let start = counters::days::start(db, ctx.tenant.gym_id, list, label, page.as_of, at).await?;
+                let start = counters::days::start(db, gym_id, list, label, page.as_of, at).await?;
                 if let Some(start) = start {
                     page.start_at(start.before, start.skip);
                 }

@@ -24,6 +24,9 @@ pub struct Model {
     pub status: MemberStatus,
     pub legacy_id: Option<String>,
     pub visits_count: i64,
+    /// The member's attendance entries (check-ins and door events, every status): one member's
+    /// page of attendance takes its total from it. Kept by every writer of attendance.
+    pub entries_count: i64,
     /// `"first last\nemail"`, Unicode-lowercased by the service; what `search` matches.
     pub search_text: String,
     /// The access card the door reads, unique per gym (compared as is, case included).

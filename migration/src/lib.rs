@@ -31,6 +31,7 @@ mod m20261129_000022_member_page_order;
 mod m20261129_000023_day_counts;
 mod m20261129_000024_event_log;
 mod m20261201_000025_purchase_day_counts;
+mod m20261201_000026_member_entry_counts;
 pub mod tenancy;
 
 pub struct Migrator;
@@ -64,6 +65,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000023_day_counts::Migration),
             Box::new(m20261129_000024_event_log::Migration),
             Box::new(m20261201_000025_purchase_day_counts::Migration),
+            Box::new(m20261201_000026_member_entry_counts::Migration),
         ]
     }
 }

@@ -6,7 +6,7 @@ use entity::attendance;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, Select};
 
 use super::Handlers;
-use crate::listing::{Envelope, list_page, listing};
+use crate::listing::{Envelope, Total, list_page, listing};
 use crate::openapi::*;
 use crate::types::wire::Json;
 use crate::{
@@ -104,8 +104,13 @@ async fn list(h: &Handlers, ctx: &RequestContext, p: ListAttendanceParams) -> Re
     }
     let select = period.narrow(select, Column::OccurredAt);
     let listing = listing!(attendance, OccurredAt, Some(counters::ATTENDANCE_ROWS));
-    // The counters know totals per status, not per member or period.
-    let counted = (p.member_id.is_none() && period.is_open()).then(|| p.status.map(|s| s.as_str()));
+    // The counters know totals per status, and each member their own; a period's, or a member's
+    // of one status, are counted.
+    let counted = match (p.member_id, p.status, period.is_open()) {
+        (None, status, true) => Total::Kept(status.map(|s| s.as_str())),
+        (Some(member), None, true) => Total::MemberEntries(member.into()),
+        _ => Total::Counted,
+    };
     let rows = list_page(h.db(), ctx, &mut page, select, listing, p.updated_since, counted).await?;
     Ok(AttendanceList::of(&page, rows.into_iter().map(crate::attendance::record)))
 }

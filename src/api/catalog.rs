@@ -4,7 +4,7 @@ use entity::{membership_plan, product, purchase, subscription_plan};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
 use super::{Handlers, find_in_gym, money};
-use crate::listing::{Envelope, list_page, listing};
+use crate::listing::{Envelope, Total, list_page, listing};
 use crate::openapi::*;
 use crate::types::wire::Json;
 use crate::{
@@ -71,7 +71,8 @@ impl MembershipsApi for Handlers {
         use membership_plan::Entity;
         let mut page = Page::new(ctx, &self.state.walks, ask!(p));
         let listing = listing!(membership_plan, CreatedAt, Some(counters::MEMBERSHIP_PLAN_ROWS));
-        let rows = list_page(self.db(), ctx, &mut page, Entity::find(), listing, p.updated_since, Some(None)).await?;
+        let rows =
+            list_page(self.db(), ctx, &mut page, Entity::find(), listing, p.updated_since, Total::Kept(None)).await?;
         Ok(ListMembershipPlansResponse::Ok(Json(MembershipPlanList::of(&page, rows.into_iter().map(membership_plan)))))
     }
 
@@ -95,7 +96,8 @@ impl SubscriptionsApi for Handlers {
         use subscription_plan::Entity;
         let mut page = Page::new(ctx, &self.state.walks, ask!(p));
         let listing = listing!(subscription_plan, CreatedAt, Some(counters::SUBSCRIPTION_PLAN_ROWS));
-        let rows = list_page(self.db(), ctx, &mut page, Entity::find(), listing, p.updated_since, Some(None)).await?;
+        let rows =
+            list_page(self.db(), ctx, &mut page, Entity::find(), listing, p.updated_since, Total::Kept(None)).await?;
         Ok(ListSubscriptionPlansResponse::Ok(Json(SubscriptionPlanList::of(
             &page,
             rows.into_iter().map(subscription_plan),
@@ -128,7 +130,7 @@ impl ProductsApi for Handlers {
         }
         let listing = listing!(product, CreatedAt, Some(counters::PRODUCT_ROWS));
         let status = p.status.map(|s| s.as_str());
-        let rows = list_page(self.db(), ctx, &mut page, select, listing, p.updated_since, Some(status)).await?;
+        let rows = list_page(self.db(), ctx, &mut page, select, listing, p.updated_since, Total::Kept(status)).await?;
         Ok(ListProductsResponse::Ok(Json(ProductList::of(&page, rows.into_iter().map(product)))))
     }
 
@@ -158,7 +160,10 @@ impl PurchasesApi for Handlers {
         }
         let listing = listing!(purchase, PurchasedAt, Some(counters::PURCHASE_ROWS));
         // The counters know totals per payment status, not per member.
-        let counted = p.member_id.is_none().then(|| p.payment_status.map(|s| s.as_str()));
+        let counted = match p.member_id {
+            None => Total::Kept(p.payment_status.map(|s| s.as_str())),
+            Some(_) => Total::Counted,
+        };
         let rows = list_page(self.db(), ctx, &mut page, select, listing, p.updated_since, counted).await?;
         let records = purchases::records(self.db(), ctx.tenant.gym_id, rows).await?;
         Ok(ListPurchasesResponse::Ok(Json(PurchaseList::of(&page, records))))

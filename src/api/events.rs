@@ -10,7 +10,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::{Handlers, attendance::Period, find_in_gym, webhooks::event_type};
-use crate::listing::{Envelope, Listing, list_page};
+use crate::listing::{Envelope, Listing, Total, list_page};
 use crate::openapi::*;
 use crate::types::wire::Json;
 use crate::{
@@ -67,7 +67,7 @@ impl EventsApi for Handlers {
             id: Column::Id,
             counted: None,
         };
-        let rows = list_page(self.db(), ctx, &mut page, select, listing, None, None).await?;
+        let rows = list_page(self.db(), ctx, &mut page, select, listing, None, Total::Counted).await?;
         let data = rows.into_iter().map(event).collect::<Result<Vec<_>, _>>()?;
         Ok(ListEventsResponse::Ok(Json(EventList::of(&page, data))))
     }

@@ -3,7 +3,7 @@
 use entity::facility;
 
 use super::{Handlers, find_in_gym};
-use crate::listing::{Envelope, list_page, listing};
+use crate::listing::{Envelope, Total, list_page, listing};
 use crate::openapi::*;
 use crate::types::wire::Json;
 use crate::{
@@ -36,7 +36,7 @@ impl FacilitiesApi for Handlers {
         let mut page = Page::new(ctx, &self.state.walks, ask!(p));
         let select = <facility::Entity as sea_orm::EntityTrait>::find();
         let listing = listing!(facility, CreatedAt, None);
-        let rows = list_page(self.db(), ctx, &mut page, select, listing, p.updated_since, None).await?;
+        let rows = list_page(self.db(), ctx, &mut page, select, listing, p.updated_since, Total::Counted).await?;
         let tz = ctx.tenant.timezone.name();
         Ok(ListFacilitiesResponse::Ok(Json(FacilityList::of(&page, rows.into_iter().map(|m| record(m, tz))))))
     }

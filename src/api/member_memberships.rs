@@ -7,7 +7,7 @@ use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter, Select};
 use uuid::Uuid;
 
 use super::{Handlers, find_in_gym};
-use crate::listing::{Envelope, list_page, listing};
+use crate::listing::{Envelope, Total, list_page, listing};
 use crate::openapi::*;
 use crate::types::{Date, wire::Json};
 use crate::{
@@ -74,7 +74,7 @@ async fn list(
 ) -> Result<MemberMembershipList, ApiError> {
     let select = filters.select(&mut page);
     let listing = listing!(member_membership, CreatedAt, None);
-    let rows = list_page(h.db(), ctx, &mut page, select, listing, updated_since, None).await?;
+    let rows = list_page(h.db(), ctx, &mut page, select, listing, updated_since, Total::Counted).await?;
     let data = rows.into_iter().map(record).collect::<Result<Vec<_>, _>>()?;
     Ok(MemberMembershipList::of(&page, data))
 }

@@ -6,7 +6,7 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde::Deserialize;
 
 use super::{Handlers, find_in_gym};
-use crate::listing::{Envelope, list_page, listing};
+use crate::listing::{Envelope, Total, list_page, listing};
 use crate::openapi::*;
 use crate::types::wire::Json;
 use crate::{
@@ -91,7 +91,7 @@ impl WebhooksApi for Handlers {
             select = select.filter(Column::EndpointId.eq(id));
         }
         let listing = listing!(webhook_delivery, CreatedAt, None);
-        let rows = list_page(self.db(), ctx, &mut page, select, listing, p.updated_since, None).await?;
+        let rows = list_page(self.db(), ctx, &mut page, select, listing, p.updated_since, Total::Counted).await?;
         let data = rows.into_iter().map(delivery).collect::<Result<Vec<_>, _>>()?;
         Ok(ListWebhookDeliveriesResponse::Ok(Json(WebhookDeliveryList::of(&page, data))))
     }

@@ -22,7 +22,7 @@
 //! statement, so they see one committed state.
 
 use chrono::{DateTime, Utc};
-use entity::ids::GymId;
+use entity::ids::{GymId, MemberId};
 use rand::Rng;
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, Statement, Value};
 
@@ -182,8 +182,31 @@ pub async fn members_as_of(
     total_as_of(db, gym_id, MEMBER_ROWS, status, as_of).await
 }
 
+/// One member's attendance entries created at or before `as_of`: the member's `entries_count`
+/// (kept by every writer of attendance, see `attendance::add_entries`) minus their entries created
+/// after `as_of`, in one statement. Those are read along `(gym_id, created_at)` and the member is
+/// tested on each: a condition on `member_id` would take the planner to the member's index and
+/// through their whole history. 0 for a member the gym does not have.
+pub async fn member_entries_as_of(
+    db: &impl ConnectionTrait,
+    gym_id: GymId,
+    member_id: MemberId,
+    as_of: DateTime<Utc>,
+) -> Result<i64, DbErr> {
+    let backend = db.get_database_backend();
+    let sql = placeholders(
+        backend,
+        "SELECT CAST(COALESCE((SELECT entries_count FROM members WHERE gym_id = ? AND id = ?), 0) \
+         - (SELECT COUNT(CASE WHEN member_id = ? THEN 1 END) FROM attendance WHERE gym_id = ? AND created_at > ?) \
+         AS BIGINT) AS n",
+    );
+    let values: [Value; 5] = [gym_id.into(), member_id.into(), member_id.into(), gym_id.into(), as_of.into()];
+    let row = Count::find_by_statement(Statement::from_sql_and_values(backend, sql, values)).one(db).await?;
+    Ok(row.map_or(0, |c| c.n.max(0)))
+}
+
 /// Rebuilds every counter of a gym from its rows (after a bulk load, or to repair) into shard 0, and bumps
-/// the lists' versions, which it keeps.
+/// the lists' versions, which it keeps; and its members' counts of attendance entries.
 pub async fn recount(db: &impl ConnectionTrait, gym_id: GymId) -> Result<(), DbErr> {
     let backend = db.get_database_backend();
     let run =
@@ -195,6 +218,19 @@ pub async fn recount(db: &impl ConnectionTrait, gym_id: GymId) -> Result<(), DbE
     let keep = if bumps.is_empty() { String::new() } else { format!(" AND name NOT IN ({kept})") };
     db.execute(run(format!("DELETE FROM gym_counters WHERE gym_id = ?{keep}"), values)).await?;
     db.execute(run("DELETE FROM gym_day_counts WHERE gym_id = ?".into(), vec![gym_id.into()])).await?;
+    db.execute(run(
+        "UPDATE members SET entries_count = 0 WHERE gym_id = ? AND entries_count <> 0".into(),
+        vec![gym_id.into()],
+    ))
+    .await?;
+    db.execute(run(
+        "UPDATE members SET entries_count = counted.n FROM (SELECT member_id, COUNT(*) AS n FROM attendance \
+         WHERE gym_id = ? AND member_id IS NOT NULL GROUP BY member_id) AS counted \
+         WHERE members.gym_id = ? AND members.id = counted.member_id"
+            .into(),
+        vec![gym_id.into(), gym_id.into()],
+    ))
+    .await?;
     add_many(db, gym_id, &bumps).await?;
     for list in ALL {
         for statement in days::rebuild(backend, gym_id, list) {

@@ -15,7 +15,7 @@ use crate::{
         sales::{self, NewOrder, Sale},
         terminal,
     },
-    listing::{Envelope, list_page, listing},
+    listing::{Envelope, Total, list_page, listing},
     openapi::device_api::*,
     pagination::{Page, ask},
     records::now,
@@ -141,7 +141,8 @@ impl OrdersApi for DeviceHandlers {
             select = select.filter(C::FacilityId.eq(f));
         }
         let rows =
-            list_page(self.db(), ctx, &mut page, select, listing!(purchase, CreatedAt, None), None, None).await?;
+            list_page(self.db(), ctx, &mut page, select, listing!(purchase, CreatedAt, None), None, Total::Counted)
+                .await?;
         let sales = sales::sales_of(self.db(), ctx.tenant.gym_id, rows).await?;
         let gym = self.gym_label(ctx).await?;
         let at = now();

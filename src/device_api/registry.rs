@@ -9,7 +9,7 @@ use crate::{
     db::begin_writing,
     errors::ApiError,
     frontdesk::devices,
-    listing::{Envelope, list_page, listing},
+    listing::{Envelope, Total, list_page, listing},
     openapi::device_api::*,
     pagination::{Page, ask},
     records::now,
@@ -28,7 +28,9 @@ impl DevicesApi for DeviceHandlers {
         if let Some(f) = p.facility_id {
             select = select.filter(device::Column::FacilityId.eq(f));
         }
-        let rows = list_page(self.db(), ctx, &mut page, select, listing!(device, CreatedAt, None), None, None).await?;
+        let rows =
+            list_page(self.db(), ctx, &mut page, select, listing!(device, CreatedAt, None), None, Total::Counted)
+                .await?;
         let at = now();
         Ok(ListDevicesResponse::Ok(Json(DeviceList::of(&page, rows.into_iter().map(|d| record(d, at))))))
     }

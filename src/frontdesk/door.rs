@@ -108,14 +108,15 @@ fn entry(
     }
 }
 
-/// What a decision writes: its entry, the member's visits for a granted one, the webhook event
+/// What a decision writes: its entry, the member's figures (a visit for a granted one), the webhook event
 /// and the gym's counters.
 fn writes(backend: DbBackend, entry: &attendance::Model, audience: Audience) -> (Writes, Queued) {
     let (gym_id, at) = (entry.gym_id, entry.occurred_at);
     let mut writes = Writes::new();
     writes.push(attendance::Entity::insert(attendance::ActiveModel::from(entry.clone())).build(backend));
-    if let (Some(member_id), true) = (entry.member_id, entries::is_visit(entry.kind, entry.status)) {
-        writes.extend(entries::visits_statement(backend, gym_id, &[(member_id, 1, at)], at));
+    if let Some(member_id) = entry.member_id {
+        let figures = entries::MemberEntries::of(member_id, entry.kind, entry.status, at);
+        writes.extend(entries::entries_statement(backend, gym_id, &[figures], at));
     }
     let data = crate::types::wire::value(&entries::record(entry.clone()));
     let event = NewEvent { gym_id, kind: EventType::AttendanceCreated, data };

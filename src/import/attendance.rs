@@ -1,5 +1,6 @@
 //! `POST /import/attendance` and `POST /import/access_logs`: check-ins and door events, one table
-//! with one legacy id space per kind. Granted check-ins add to their member's visit figures.
+//! with one legacy id space per kind. Each entry adds to its member's figures (granted check-ins
+//! to the visits).
 
 use std::collections::HashMap;
 
@@ -18,6 +19,7 @@ use super::{
     sql::{Legacy, insert_new},
 };
 use crate::{
+    attendance::MemberEntries,
     db::Db,
     errors::{ApiError, FieldErrors},
     openapi::{ImportAttendanceRow, ImportEntity, ImportResult},
@@ -106,7 +108,7 @@ pub async fn attendance(
         members.dedup();
         crate::attendance::lock_members(&txn, gym_id, &members).await?;
         let created = insert_new(&txn, models, [C::GymId, C::Kind, C::LegacyId], returning).await?;
-        crate::attendance::add_visits(&txn, gym_id, &visits(&created)?, at).await?;
+        crate::attendance::add_entries(&txn, gym_id, &members_entries(&created)?, at).await?;
         crate::attendance::count(&txn, gym_id, &entries(&created)?).await?;
         finish(txn, batch, created.len(), at).await
     };
@@ -118,20 +120,19 @@ fn entries(created: &[sea_orm::QueryResult]) -> Result<Vec<(AttendanceStatus, Da
     created.iter().map(|row| Ok((row.try_get("", "status")?, row.try_get("", "occurred_at")?))).collect()
 }
 
-/// The visits of the check-ins a batch created, per member: how many, and the latest.
-fn visits(created: &[sea_orm::QueryResult]) -> Result<Vec<(MemberId, i64, DateTime<Utc>)>, DbErr> {
-    let mut visits: HashMap<MemberId, (i64, DateTime<Utc>)> = HashMap::new();
+/// What the entries a batch created add to each of their members' figures.
+fn members_entries(created: &[sea_orm::QueryResult]) -> Result<Vec<MemberEntries>, DbErr> {
+    let mut members: HashMap<MemberId, MemberEntries> = HashMap::new();
     for row in created {
         let kind: AttendanceKind = row.try_get("", "kind")?;
         let status: AttendanceStatus = row.try_get("", "status")?;
         let member_id: Option<MemberId> = row.try_get("", "member_id")?;
         let occurred_at: DateTime<Utc> = row.try_get("", "occurred_at")?;
-        let (Some(member_id), true) = (member_id, crate::attendance::is_visit(kind, status)) else { continue };
-        let v = visits.entry(member_id).or_insert((0, occurred_at));
-        v.0 += 1;
-        v.1 = v.1.max(occurred_at);
+        let Some(member_id) = member_id else { continue };
+        let entry = MemberEntries::of(member_id, kind, status, occurred_at);
+        members.entry(member_id).and_modify(|m| m.add(entry)).or_insert(entry);
     }
-    let mut visits: Vec<_> = visits.into_iter().map(|(id, (n, latest))| (id, n, latest)).collect();
-    visits.sort_unstable_by_key(|v| v.0);
-    Ok(visits)
+    let mut members: Vec<_> = members.into_values().collect();
+    members.sort_unstable_by_key(|m| m.member_id);
+    Ok(members)
 }

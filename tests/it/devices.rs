@@ -124,6 +124,10 @@ async fn the_door_decides_by_every_rule_and_writes_each_decision_as_attendance()
     let member = app.get(k, &format!("/members/{}", ids["ADA"])).await.body;
     assert_eq!(member["visits_count"], 2);
     assert!(member["last_visit_at"].is_string());
+    // BOB's page counts his denied entry too, from his own count of entries.
+    let bob = app.get(k, &format!("/attendance?member_id={}", ids["BOB"])).await.body;
+    assert_eq!((bob["meta"]["total"].as_i64(), bob["data"].as_array().map(Vec::len)), (Some(2), Some(2)));
+    crate::common::assert_day_counts_hold(&app.db, gym.id).await;
     let stats = app.get(k, "/statistics").await.body;
     assert_eq!(stats["check_ins_today"], 3);
 

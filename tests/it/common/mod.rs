@@ -18,7 +18,7 @@ use gymapi::{
     state::AppState,
 };
 use reqwest::{Method, header::HeaderMap};
-use sea_orm::{ConnectionTrait, DatabaseConnection};
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -373,8 +373,8 @@ impl TestApp {
     }
 }
 
-/// A gym's counts of check-ins per month and day (`list`, `bucket`, the sum of its shards), as its
-/// writers left them.
+/// A gym's counts per month and day (`list`, `bucket`, the sum of its shards) and its members'
+/// counts of attendance entries (`member:` and the member's id), as its writers left them.
 async fn day_counts(db: &DatabaseConnection, gym_id: GymId) -> Vec<(String, i64, i64)> {
     let backend = db.get_database_backend();
     let sql = gymapi::db::placeholders(
@@ -383,16 +383,27 @@ async fn day_counts(db: &DatabaseConnection, gym_id: GymId) -> Vec<(String, i64,
          GROUP BY list, bucket HAVING SUM(value) <> 0 ORDER BY list, bucket",
     );
     let rows = db.query_all(sea_orm::Statement::from_sql_and_values(backend, sql, [gym_id.into()])).await.unwrap();
-    rows.iter()
+    let mut counts: Vec<(String, i64, i64)> = rows
+        .iter()
         .map(|r| (r.try_get("", "list").unwrap(), r.try_get("", "bucket").unwrap(), r.try_get("", "n").unwrap()))
-        .collect()
+        .collect();
+    let members = entity::member::Entity::find()
+        .filter(entity::member::Column::GymId.eq(gym_id))
+        .filter(entity::member::Column::EntriesCount.ne(0))
+        .order_by_asc(entity::member::Column::Id)
+        .all(db)
+        .await
+        .unwrap();
+    counts.extend(members.iter().map(|m| (format!("member:{}", m.id), 0, m.entries_count)));
+    counts
 }
 
-/// Asserts that the counts the writers of a gym's check-ins kept per month and day are what a
-/// count of its rows makes of them (`counters::recount`, which rebuilds them).
+/// Asserts that the counts the writers of a gym's check-ins and sales kept per month and day, and
+/// of its members' entries, are what a count of its rows makes of them (`counters::recount`,
+/// which rebuilds them).
 pub async fn assert_day_counts_hold(db: &DatabaseConnection, gym_id: GymId) {
     let kept = day_counts(db, gym_id).await;
     assert!(!kept.is_empty(), "no counts per day were kept");
     gymapi::counters::recount(db, gym_id).await.unwrap();
-    assert_eq!(kept, day_counts(db, gym_id).await, "the counts per month and day the writers kept");
+    assert_eq!(kept, day_counts(db, gym_id).await, "the counts per month and day and the members' the writers kept");
 }
