@@ -78,7 +78,8 @@ impl CsvRows {
         self.skip_line_ends()?;
         let line = 1 + self.newlines;
         let (mut fields, mut problems, mut bytes) = (Vec::new(), Vec::<String>::new(), 0usize);
-        let (mut out, mut over) = (0usize, 0u64);
+        // Cells read, kept or not: past the last column kept, `fields` stops growing.
+        let (mut out, mut over, mut cells) = (0usize, 0u64, 0usize);
         loop {
             self.fill()?;
             let (result, nin, nout) = self.core.read_field(&self.buf[self.start..self.end], &mut self.field[out..]);
@@ -92,14 +93,18 @@ impl CsvRows {
                 }
                 ReadFieldResult::End => return Ok(None),
                 ReadFieldResult::Field { record_end } => {
-                    let column = fields.len();
+                    let column = cells;
+                    cells += 1;
                     let text = if over > 0 {
-                        problems.push(format!(
-                            "column {} holds {} bytes, more than the {} a cell may hold",
-                            column + 1,
-                            over + out as u64,
-                            caps::CELL_BYTES
-                        ));
+                        refuse(
+                            &mut problems,
+                            format!(
+                                "column {} holds {} bytes, more than the {} a cell may hold",
+                                column + 1,
+                                over + out as u64,
+                                caps::CELL_BYTES
+                            ),
+                        );
                         String::new()
                     } else if bytes + out > caps::ROW_BYTES {
                         if bytes <= caps::ROW_BYTES {
@@ -119,13 +124,32 @@ impl CsvRows {
                         problems.push(format!("the row has more than {} cells", caps::COLUMNS));
                     }
                     if record_end {
-                        let reason = (!problems.is_empty()).then(|| problems.join("; "));
+                        let reason = (!problems.is_empty()).then(|| said(&problems, cells));
                         return Ok(Some((line, fields.into_iter().collect(), reason)));
                     }
                 }
             }
         }
     }
+}
+
+/// How many cells' problems a row's reason names; the rest are counted.
+const PROBLEMS_NAMED: usize = 5;
+
+/// Adds a cell's problem to a row's, while fewer than [`PROBLEMS_NAMED`] are named (a row of a
+/// million oversized cells is refused in one sentence).
+fn refuse(problems: &mut Vec<String>, problem: String) {
+    if problems.len() < PROBLEMS_NAMED {
+        problems.push(problem);
+    } else if problems.len() == PROBLEMS_NAMED {
+        problems.push("and more cells like these".to_string());
+    }
+}
+
+/// A row's reason: its problems, and how many cells it has where it has too many.
+fn said(problems: &[String], cells: usize) -> String {
+    let reason = problems.join("; ");
+    if cells > caps::COLUMNS { format!("{reason} ({cells} cells)") } else { reason }
 }
 
 #[cfg(test)]

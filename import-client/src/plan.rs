@@ -128,7 +128,7 @@ impl Plan {
         Err(ClientError::BadInput(format!(
             "{}: column(s) {} are not fields of {} rows; rename them with --map COLUMN=FIELD or leave them out with --map COLUMN=- (or in a --mapping file; fields: {})",
             file.display(),
-            unknown.join(", "),
+            some_of(&unknown),
             self.entity.name(),
             field_names(fields, "").join(", ")
         )))
@@ -154,6 +154,24 @@ impl Plan {
         }
         if reasons.is_empty() { Ok(Value::Object(row)) } else { Err(reasons) }
     }
+}
+
+/// How many names an error lists at most, and how many characters of each: a header of 200,000
+/// columns is one sentence, not megabytes.
+const LISTED: usize = 10;
+const NAME_CHARS: usize = 60;
+
+/// The first [`LISTED`] of `names`, each cut to [`NAME_CHARS`], and how many more there are.
+fn some_of(names: &[&str]) -> String {
+    let cut = |n: &&str| match n.char_indices().nth(NAME_CHARS) {
+        Some((end, _)) => format!("{}…", &n[..end]),
+        None => n.to_string(),
+    };
+    let mut listed = names.iter().take(LISTED).map(cut).collect::<Vec<_>>().join(", ");
+    if names.len() > LISTED {
+        listed.push_str(&format!(" and {} more", names.len() - LISTED));
+    }
+    listed
 }
 
 /// `Geburtsdatum (date_of_birth)`, or `email` when the column is named after its field.
@@ -205,6 +223,16 @@ mod tests {
 
     use super::*;
     use crate::schema::row_fields;
+
+    #[test]
+    fn an_error_lists_ten_names_at_most_each_cut_short() {
+        let long = "x".repeat(100);
+        let names: Vec<String> = (0..200_000).map(|i| if i == 0 { long.clone() } else { format!("C{i}") }).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let listed = some_of(&names);
+        assert_eq!(listed, format!("{}…, C1, C2, C3, C4, C5, C6, C7, C8, C9 and 199990 more", "x".repeat(60)));
+        assert_eq!(some_of(&["a", "b"]), "a, b");
+    }
 
     #[test]
     fn columns_are_typed_by_the_row_schema() {

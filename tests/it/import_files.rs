@@ -339,6 +339,32 @@ async fn a_constant_the_gyms_zone_cannot_read_is_refused() {
     assert_eq!(app.get(&gym.live_key, "/attendance").await.body["meta"]["total"], 0);
 }
 
+/// A header past the columns a row may have (200,000 of them), or of 16,000 columns no field
+/// takes, is refused in one sentence: the first with the limit and its count, the second naming
+/// ten of the columns and counting the rest. The first said the limit once per column past it,
+/// the second listed every column (6.4 MB and 140 kB on one line).
+#[tokio::test]
+async fn a_header_of_many_columns_is_refused_in_one_sentence() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Wide").await;
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(usize, &[&str]); 2] =
+        [(200_000, &["more than 16384 cells", "(200003 cells)"]), (16_000, &["Spalte0, Spalte1", "and 15990 more"])];
+    for (columns, expected) in cases {
+        let file = dir.path().join("members.csv");
+        let extra: Vec<String> = (0..columns).map(|i| format!("Spalte{i}")).collect();
+        let header = format!("legacy_id,first_name,last_name,{}", extra.join(","));
+        std::fs::write(&file, format!("{header}\nM-1,Ada,Lovelace{}\n", ",".repeat(columns))).unwrap();
+        let args = ["--quiet", "--entity", "members", path(&file)];
+        let out = output(gymapi(&args, Some(&gym.live_key), &app.address)).await;
+        assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.len() < 2_000, "{columns}: {} bytes: {}", stderr.len(), &stderr[..2_000]);
+        assert!(expected.iter().all(|e| stderr.contains(e)), "{stderr}");
+    }
+    assert_eq!(app.get(&gym.live_key, "/members").await.body["meta"]["total"], 0);
+}
+
 /// A refused row's cells that a spreadsheet program would run as formulas are neutralised in the
 /// rejects file (OWASP's leading `'`), and the rejects file, fixed and imported, gives back the
 /// original values.
