@@ -186,6 +186,15 @@ mod tests {
     }
 
     #[test]
+    fn a_row_of_many_oversized_cells_names_five() {
+        let big = "x".repeat(caps::CELL_BYTES + 1);
+        let text = format!("a\n{}\n", vec![big; 8].join(","));
+        let why = records(&text, 1 << 20)[1].2.clone().unwrap_or_default();
+        assert_eq!(why.matches("more than the 65536 a cell may hold").count(), 5, "{why}");
+        assert!(why.ends_with("; and more cells like these"), "{why}");
+    }
+
+    #[test]
     fn a_field_past_its_limit_refuses_its_record_only() {
         let text = format!("a,b\n1,{}\n2,3\n", "x".repeat(caps::CELL_BYTES * 3));
         let got = records(&text, 4096);
