@@ -346,6 +346,35 @@ async fn a_page_reads_its_own_rows_not_the_history() {
     assert_flat(&reads, "600 check-ins", "6,000");
 }
 
+/// The middle page of `list` (`/attendance`, `/purchases`) with each of `filters`, asked by its
+/// number alone (the page 1 before it not recorded): by filter, what its statements on `table`
+/// read, and the page. Each reads the gym's counts per day.
+async fn middle_pages(
+    app: &TestApp,
+    key: &str,
+    recorded: &gymapi::db::Recorded,
+    (list, table): (&str, &str),
+    filters: &[&str],
+) -> BTreeMap<String, (u64, Value)> {
+    if app.db.get_database_backend() == DbBackend::Postgres {
+        app.db.execute_unprepared("ANALYZE").await.unwrap();
+    }
+    let mut pages = BTreeMap::new();
+    for filter in filters {
+        let first = app.get(key, &format!("{list}?per_page=25{filter}")).await.body;
+        let middle = first["meta"]["last_page"].as_i64().unwrap() / 2;
+        recorded.lock().unwrap().clear();
+        let r = app.get(key, &format!("{list}?per_page=25{filter}&page={middle}")).await;
+        assert_eq!(r.status, 200);
+        let statements: Vec<Statement> = recorded.lock().unwrap().drain(..).collect();
+        assert!(statements.iter().any(|s| s.sql.contains("gym_day_counts")), "{filter}: the day counts are read");
+        let n = table_rows_read(&app.db, &statements, table).await;
+        assert!(n > 0, "{filter}: no statement on {table} was recorded");
+        pages.insert(filter.to_string(), (n, r.body));
+    }
+    pages
+}
+
 /// A page asked by its number alone, deep in a history of years, starts from the day it falls in
 /// (the gym's counts per month and day say which): its statements on the check-ins read about as
 /// much with ten times the history.
@@ -362,23 +391,9 @@ async fn a_page_asked_by_its_number_alone_reads_at_most_a_day() {
     for size in [3_000, 30_000] {
         grow_every(&app, &gym, base, have..size, 2 * 3600).await;
         have = size;
-        if app.db.get_database_backend() == DbBackend::Postgres {
-            app.db.execute_unprepared("ANALYZE").await.unwrap();
-        }
-        let mut read = BTreeMap::new();
-        for filter in ["", "&status=granted"] {
-            let first = app.get(&gym.live_key, &format!("/attendance?per_page=25{filter}")).await.body;
-            let middle = first["meta"]["last_page"].as_i64().unwrap() / 2;
-            recorded.lock().unwrap().clear();
-            let r = app.get(&gym.live_key, &format!("/attendance?per_page=25{filter}&page={middle}")).await;
-            assert_eq!(r.status, 200);
-            let statements: Vec<Statement> = recorded.lock().unwrap().drain(..).collect();
-            assert!(statements.iter().any(|s| s.sql.contains("gym_day_counts")), "{filter}: the day counts are read");
-            let n = checkin_rows_read(&app.db, &statements).await;
-            assert!(n > 0, "{filter}: no statement on attendance was recorded");
-            read.insert(filter.to_string(), n);
-        }
-        reads.push(read);
+        let pages =
+            middle_pages(&app, &gym.live_key, &recorded, ("/attendance", "attendance"), &["", "&status=granted"]);
+        reads.push(pages.await.into_iter().map(|(filter, (n, _))| (filter, n)).collect());
     }
     assert_flat(&reads, "3,000 check-ins", "30,000");
 }
@@ -413,26 +428,17 @@ async fn a_page_of_sales_asked_by_its_number_alone_reads_at_most_a_day() {
     for size in [3_000, 30_000] {
         sell_every(&app, &gym, base, have..size, 2 * 3600).await;
         have = size;
-        if app.db.get_database_backend() == DbBackend::Postgres {
-            app.db.execute_unprepared("ANALYZE").await.unwrap();
-        }
+        let pages =
+            middle_pages(&app, &gym.live_key, &recorded, ("/purchases", "purchases"), &["", "&payment_status=paid"]);
         let mut read = BTreeMap::new();
-        for filter in ["", "&payment_status=paid"] {
-            let first = app.get(&gym.live_key, &format!("/purchases?per_page=25{filter}")).await.body;
-            let middle = first["meta"]["last_page"].as_i64().unwrap() / 2;
-            recorded.lock().unwrap().clear();
-            let r = app.get(&gym.live_key, &format!("/purchases?per_page=25{filter}&page={middle}")).await;
-            assert_eq!(r.status, 200);
-            let statements: Vec<Statement> = recorded.lock().unwrap().drain(..).collect();
-            assert!(statements.iter().any(|s| s.sql.contains("gym_day_counts")), "{filter}: the day counts are read");
-            let n = table_rows_read(&app.db, &statements, "purchases").await;
-            assert!(n > 0, "{filter}: no statement on purchases was recorded");
-            read.insert(filter.to_string(), n);
+        for (filter, (n, page)) in pages.await {
             // The same page as the walk's: the page before it by number, then its links.next.
-            let as_of = encoded(r.body["meta"]["as_of"].as_str().unwrap());
+            let (as_of, middle) =
+                (encoded(page["meta"]["as_of"].as_str().unwrap()), page["meta"]["current_page"].as_i64().unwrap());
             let before = format!("/purchases?per_page=25{filter}&page={}&as_of={as_of}", middle - 1);
             let next = relative(app.get(&gym.live_key, &before).await.body["links"]["next"].as_str().unwrap());
-            assert_eq!(ids(&app.get(&gym.live_key, &next).await.body), ids(&r.body), "{filter}: page {middle}");
+            assert_eq!(ids(&app.get(&gym.live_key, &next).await.body), ids(&page), "{filter}: page {middle}");
+            read.insert(filter, n);
         }
         reads.push(read);
     }
