@@ -49,7 +49,11 @@ pub async fn attendance(
             extra: C::Id,
             scope: Some((C::Kind, kind.as_str())),
         };
-        let fresh = fresh_rows::<Entity, _>(db, table, gym_id, &rows, |r| r.legacy_id.as_str(), &mut errors).await?;
+        let mut fresh =
+            fresh_rows::<Entity, _>(db, table, gym_id, &rows, |r| r.legacy_id.as_str(), &mut errors).await?;
+        // Written in the order of their legacy ids: two batches that share some wait for each
+        // other's in one order, never each for the other.
+        fresh.sort_unstable_by(|(_, a), (_, b)| a.legacy_id.cmp(&b.legacy_id));
         let members = member_refs(
             db,
             gym_id,
@@ -102,13 +106,15 @@ pub async fn attendance(
     let write = |txn: crate::db::Writing, (models, at): (Vec<attendance::ActiveModel>, DateTime<Utc>)| async move {
         use attendance::Column as C;
         let returning = [C::MemberId, C::Kind, C::Status, C::OccurredAt];
-        // The members first, in the order of their ids, the counters last (see `lock_members`).
-        let mut members: Vec<MemberId> = models.iter().filter_map(|m| m.member_id.clone().take().flatten()).collect();
-        members.sort_unstable();
-        members.dedup();
-        crate::attendance::lock_members(&txn, gym_id, &members).await?;
+        // The entries first, then the members they add to, in the order of their ids, the
+        // counters last (see `lock_members`): a member is held only by the statements that
+        // change it, and a concurrent batch of the same members waits that long, not for this
+        // batch's insert too.
         let created = insert_new(&txn, models, [C::GymId, C::Kind, C::LegacyId], returning).await?;
-        crate::attendance::add_entries(&txn, gym_id, &members_entries(&created)?, at).await?;
+        let members = members_entries(&created)?;
+        let ids: Vec<MemberId> = members.iter().map(|m| m.member_id).collect();
+        crate::attendance::lock_members(&txn, gym_id, &ids).await?;
+        crate::attendance::add_entries(&txn, gym_id, &members, at).await?;
         crate::attendance::count(&txn, gym_id, &entries(&created)?).await?;
         finish(txn, batch, created.len(), at).await
     };
