@@ -3,16 +3,20 @@
 //! the cost of the lists a partner's sync asks for, one request at a time (median of `--samples`).
 //!
 //!     DATABASE_URL=... [REDIS_URL=...] cargo run --release --example bench-history -- \
-//!         --steps 10000,100000,1000000 [--samples 7] [--walk-limit-secs 300] [--out FILE.json]
+//!         --steps 10000,100000,1000000 [--samples 7] [--walk-limit-secs 300] [--out FILE.json] [--start N]
 //!
 //! The check-ins go back in time 30 s apart from now (ten million of them span nine and a half
 //! years), one in twenty denied, each of one member in turn but for one in fifty, which is the
 //! regular's (`M0`, whose page is full at every size), in 500-row batches, two at a time.
 //! A step's import rate is the rate of its last 20,000 rows (all of them in a smaller step): the
-//! rate with that much history already present; `import_step_rows_per_s` is the step's average. On PostgreSQL each step ends
-//! with `VACUUM ANALYZE`, as autovacuum would after a bulk load (this machine runs without it;
-//! every granted check-in updates its member's visits, and without vacuum the members' table
-//! keeps every old version: the members' search took 110 ms at 1,000,000 check-ins).
+//! rate with that much history already present; `import_step_rows_per_s` is the step's average.
+//! On PostgreSQL each step ends with `VACUUM ANALYZE`, as autovacuum would after a bulk load, and
+//! a long step vacuums the members every 250,000 check-ins, as autovacuum would meanwhile, its
+//! time counted in the rate (this machine runs without autovacuum; every check-in updates its
+//! member's counts, and without vacuum the members' table keeps every old version: the members'
+//! search took 110 ms at 1,000,000 check-ins).
+//!
+//! `--start N` goes on growing the gym of an earlier run whose database holds N check-ins.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
 
 #[path = "support.rs"]
@@ -35,10 +39,12 @@ struct Args {
     samples: usize,
     walk_limit: Duration,
     out: Option<String>,
+    start: usize,
 }
 
 fn args() -> Args {
-    let mut a = Args { steps: vec![10_000, 100_000], samples: 7, walk_limit: Duration::from_secs(300), out: None };
+    let mut a =
+        Args { steps: vec![10_000, 100_000], samples: 7, walk_limit: Duration::from_secs(300), out: None, start: 0 };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let value = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
@@ -47,6 +53,7 @@ fn args() -> Args {
             "--samples" => a.samples = value.parse().expect("--samples: a number"),
             "--walk-limit-secs" => a.walk_limit = Duration::from_secs(value.parse().expect("a number")),
             "--out" => a.out = Some(value),
+            "--start" => a.start = value.parse().expect("--start: a number"),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -103,6 +110,32 @@ async fn import(
         }
         while let Some(r) = set.join_next().await {
             r.unwrap();
+        }
+    }
+    rows as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Check-ins that go in between two `VACUUM members` on PostgreSQL, as autovacuum would clear
+/// the members' old versions during a long import (this machine runs without it).
+const VACUUM_EVERY: usize = 250_000;
+
+/// Imports check-ins `range` in parts of [`VACUUM_EVERY`], vacuuming the members after each on
+/// PostgreSQL (`db`); returns rows per second, the vacuums' time included.
+async fn import_check_ins(
+    client: &reqwest::Client,
+    base: &str,
+    key: &str,
+    range: std::ops::Range<usize>,
+    db: Option<&sea_orm::DatabaseConnection>,
+) -> f64 {
+    use sea_orm::ConnectionTrait;
+    let started = Instant::now();
+    let rows = range.len();
+    for from in range.clone().step_by(VACUUM_EVERY) {
+        let to = (from + VACUUM_EVERY).min(range.end);
+        import(client, base, key, "attendance", from..to, check_in).await;
+        if let (Some(db), true) = (db, to < range.end) {
+            db.execute_unprepared("VACUUM members").await.unwrap();
         }
     }
     rows as f64 / started.elapsed().as_secs_f64()
@@ -209,15 +242,20 @@ async fn main() {
     config.webhook_dispatch = false;
     let (state, db) = support::state(config).await;
     let base = support::serve(state).await;
-    let key = support::live_key(&db, "History").await;
+    let key = match a.start {
+        0 => support::live_key(&db, "History").await,
+        _ => support::existing_key(&db, "History").await,
+    };
     let client = reqwest::Client::new();
-    import(&client, &base, &key, "members", 0..MEMBERS, member).await;
+    if a.start == 0 {
+        import(&client, &base, &key, "members", 0..MEMBERS, member).await;
+    }
     let postgres = url.starts_with("postgres");
     let mut steps = Vec::new();
-    let mut have = 0;
+    let mut have = a.start;
     for &target in &a.steps {
         let probe_from = target.saturating_sub(PROBE).max(have);
-        let average = import(&client, &base, &key, "attendance", have..probe_from, check_in).await;
+        let average = import_check_ins(&client, &base, &key, have..probe_from, postgres.then_some(&db)).await;
         let rate = import(&client, &base, &key, "attendance", probe_from..target, check_in).await;
         let added = (target - have) as f64;
         let step_rate = if probe_from > have {

@@ -52,6 +52,13 @@ pub async fn live_key(db: &sea_orm::DatabaseConnection, gym: &str) -> String {
     accounts::create_key(db, &Actor::Operator, gym.id, Environment::Live, "bench").await.unwrap().key
 }
 
+/// A new live key of the gym called `gym`, made by [`live_key`] in an earlier run.
+pub async fn existing_key(db: &sea_orm::DatabaseConnection, gym: &str) -> String {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let gym = entity::gym::Entity::find().filter(entity::gym::Column::Name.eq(gym)).one(db).await.unwrap().unwrap();
+    accounts::create_key(db, &Actor::Operator, gym.id, Environment::Live, "bench").await.unwrap().key
+}
+
 /// The `p` quantile (0..=1) of sorted durations.
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
