@@ -302,9 +302,13 @@ pub const EMAIL_TAKEN: &str = "The email has already been taken.";
 /// The 422 message of an access card another member of the gym holds.
 pub const CARD_TAKEN: &str = "The access_card has already been taken.";
 
-/// A unique violation on the gym's emails or cards (a concurrent write took one) as the 422 of
-/// [`check`]: the databases name the index (or its columns) in the error.
+/// A unique violation on the gym's emails or cards (a concurrent write took one), or the refusal
+/// of a facility archived meanwhile, as the 422 of [`check`]: the databases name the index (or
+/// its columns) in the error.
 pub fn taken(err: DbErr) -> ApiError {
+    if crate::facilities::archived_refusal(&err) {
+        return ApiError::invalid("facility_id", ARCHIVED_FACILITY);
+    }
     if !crate::db::is_unique_violation(&err) {
         return err.into();
     }

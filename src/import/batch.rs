@@ -156,8 +156,9 @@ const RUNS: usize = 4;
 /// Runs a batch: `validate` reads and checks (no writes) and returns what to write, or the 422;
 /// `write` writes it in one transaction and returns the rows it created. A unique violation
 /// outside `(gym_id, legacy_id)` (a concurrent request wrote the same member, or took an email,
-/// meanwhile) runs the batch again: its validation then sees those rows, skipping the same member
-/// and reporting another member's email as a 422.
+/// meanwhile), or a facility's refusal of new members (archived meanwhile), runs the batch again:
+/// its validation then sees what changed, skipping the same member and reporting another
+/// member's email, or the archived facility, as a 422.
 pub(super) async fn run<P, V, W, FV, FW>(db: &Db, batch: Batch, validate: V, write: W) -> Result<ImportResult, ApiError>
 where
     V: Fn() -> FV,
@@ -172,10 +173,11 @@ where
             return Ok(Tally { received, created: count(fresh) }.result(entity, true));
         }
         let txn = crate::db::begin_writing(db).await?;
+        let changed_meanwhile = |e: &DbErr| is_unique_violation(e) || crate::facilities::archived_refusal(e);
         match write(txn, plan).await {
             Ok(created) => return Ok(Tally { received, created: count(created) }.result(entity, false)),
-            Err(e) if attempt + 1 < RUNS && is_unique_violation(&e) => continue,
-            Err(e) if is_unique_violation(&e) => {
+            Err(e) if attempt + 1 < RUNS && changed_meanwhile(&e) => continue,
+            Err(e) if changed_meanwhile(&e) => {
                 return Err(ApiError::invalid(
                     "rows",
                     "Another request wrote a conflicting record meanwhile; resend the batch.",

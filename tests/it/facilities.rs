@@ -182,6 +182,58 @@ async fn an_archive_and_a_new_member_racing_never_leave_the_member_behind() {
     println!("{written} members written and moved, {refused} refused");
 }
 
+/// The writes that place a member racing an archive of the facility they name, many times each:
+/// moving a member there (`PATCH /members/{id}`) and importing one into it (`POST /import/members`)
+/// are either refused (422 naming the facility) or written and moved with the others, never 500
+/// and never left in the archived facility (PostgreSQL answered 500 to a refusal of the
+/// facility's key in most races).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moves_and_imports_racing_an_archive_are_refused_or_moved() {
+    let app = std::sync::Arc::new(TestApp::spawn().await);
+    let gym = app.gym("Racing moves").await;
+    let main = gymapi::accounts::first_facility(&app.db, gym.id).await.unwrap().unwrap().id;
+    let mover = app.post(&gym.live_key, "/members", json!({"first_name": "Mover", "last_name": "M"})).await;
+    let mover = mover.body["id"].as_str().unwrap().to_string();
+    let store = gymapi::limits::MemoryStore::default();
+    let mut answers = std::collections::BTreeMap::new();
+    for i in 0..24 {
+        let legacy = format!("POP-{i}");
+        let new = gymapi::facilities::NewFacility {
+            name: format!("Pop-up {i}"),
+            legacy_id: Some(legacy.clone()),
+            ..Default::default()
+        };
+        let popup = gymapi::facilities::create(&app.db, gym.id, new).await.unwrap().id;
+        let (method, path, body) = match i % 2 {
+            0 => ("PATCH", format!("/members/{mover}"), json!({"facility_id": popup})),
+            _ => {
+                let row = json!({"legacy_id": format!("I-{i}"), "first_name": "Imported", "last_name": format!("{i}"),
+                                 "facility_legacy_id": legacy});
+                ("POST", "/import/members".to_string(), json!({"rows": [row]}))
+            }
+        };
+        let (app2, key) = (app.clone(), gym.live_key.clone());
+        let write = tokio::spawn(async move { app2.request(method, &path, Some(&key), Some(body), &[]).await });
+        let operator = gymapi::accounts::Actor::Operator;
+        let archived = gymapi::accounts::archive_facility(&app.db, &store, &operator, gym.id, popup, Some(main)).await;
+        let write = write.await.unwrap();
+        assert!(archived.is_ok(), "try {i}: {archived:?}");
+        match write.status {
+            200 => {}
+            422 => {
+                let problems = write.body["errors"].as_object().unwrap();
+                assert!(problems.keys().all(|k| k.contains("facility")), "try {i}: {}", write.body);
+            }
+            s => panic!("try {i}: {method} answered {s} {}", write.body),
+        }
+        *answers.entry((method, write.status)).or_insert(0) += 1;
+        let page = app.get(&gym.live_key, "/members?per_page=100").await.body;
+        let behind = page["data"].as_array().unwrap().iter().filter(|m| m["facility_id"] == popup.to_string()).count();
+        assert_eq!(behind, 0, "try {i}: a member was left in the archived facility");
+    }
+    println!("{answers:?}");
+}
+
 /// A door's "today" is its facility's: a gym keeping Pago Pago's time (UTC−11) with a studio on
 /// Kiritimati (UTC+14), whose calendars never show the same day. A membership that starts on the
 /// studio's today lets the member through the studio's door, while by the gym's calendar it has
