@@ -15,7 +15,7 @@ pub const SESSION_COOKIE: &str = "gymapi_session";
 /// in the form the nonce's HMAC under the deployment's key (`server_secrets`), so that only a pair
 /// the server issued is taken: one chosen by the sender (login CSRF) is refused.
 pub const SIGNIN_COOKIE: &str = "gymapi_signin";
-/// The cookie of a device an account signed in on (see `settings::known_device`).
+/// The cookie of a device an account signed in on (see `settings::sign_in::device_cookie`).
 pub const DEVICE_COOKIE: &str = "gymapi_device";
 /// How long a session lasts.
 pub const LIFETIME: Duration = Duration::hours(12);

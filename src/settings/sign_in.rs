@@ -73,9 +73,8 @@ pub(super) async fn sign_in(req: &Request, state: Data<&AppState>, Form(f): Form
     }
     let email = f.email.trim().to_lowercase();
     let address = req.remote_addr().as_socket_addr().map(|a| a.ip().to_string()).unwrap_or_default();
-    let device = known_device(key, &email);
-    let known = session::cookie(req, session::DEVICE_COOKIE).is_some_and(|c| session::same(c, &device));
-    let buckets = sign_in_buckets(&email, &address, known);
+    let known = known_device(key, session::cookie(req, session::DEVICE_COOKIE), &email);
+    let buckets = sign_in_buckets(&email, &address, known.is_some());
     let wait = sign_in_begins(&state, &buckets).await;
     if !wait.is_zero() {
         let wait = match u64::try_from(wait.as_millis().div_ceil(1000)).unwrap_or(u64::MAX) {
@@ -113,6 +112,7 @@ pub(super) async fn sign_in(req: &Request, state: Data<&AppState>, Form(f): Form
         Err(e) => return internal(e),
     };
     let secure = session::is_https(req, state.config.public_url.as_deref());
+    let device = device_cookie(key, &known.map_or_else(new_device, str::to_string), &email);
     let mut resp = redirect("/settings/integrations/api");
     let h = resp.headers_mut();
     for c in [
@@ -154,10 +154,25 @@ const SIGN_IN_ACCOUNT: Backoff =
 /// How long a device stays known to an account after a sign-in on it.
 const KNOWN_DEVICE_SECS: i64 = 180 * 24 * 3600;
 
-/// The cookie that makes a device known to the account `email`: a keyed digest of the address
-/// (no one makes it without the server's key, and it names no one).
-fn known_device(key: &[u8], email: &str) -> String {
-    session::form_token(key, &format!("device:{email}"))
+/// The cookie that makes the device `device` known to the account `email`: the device's id and a
+/// keyed digest of the id with the address (no one makes one without the server's key, it names
+/// no one, and no two devices share one).
+fn device_cookie(key: &[u8], device: &str, email: &str) -> String {
+    format!("{device}.{}", session::form_token(key, &format!("device:{device}:{email}")))
+}
+
+/// The id of a device that has not signed in before: 128 random bits, in hex.
+fn new_device() -> String {
+    use rand::Rng;
+    hex::encode(rand::rngs::OsRng.r#gen::<[u8; 16]>())
+}
+
+/// The device's id, if `cookie` makes it known to the account `email` ([`device_cookie`]).
+fn known_device<'c>(key: &[u8], cookie: Option<&'c str>, email: &str) -> Option<&'c str> {
+    let cookie = cookie?;
+    let (device, _) = cookie.split_once('.')?;
+    let id = device.len() == 32 && device.bytes().all(|b| b.is_ascii_hexdigit());
+    (id && session::same(cookie, &device_cookie(key, device, email))).then_some(device)
 }
 
 /// The buckets a sign-in counts in: the email and address together, the address, and, unless the

@@ -16,6 +16,7 @@ const PASSWORD: &str = "a long password";
 struct Browser {
     client: reqwest::Client,
     base: String,
+    jar: std::sync::Arc<reqwest::cookie::Jar>,
 }
 
 struct Page {
@@ -38,15 +39,26 @@ impl Page {
 
 impl Browser {
     fn new(app: &TestApp) -> Self {
-        let client = reqwest::Client::builder().cookie_store(true).redirect(Policy::none()).build().unwrap();
-        Self { client, base: app.address.clone() }
+        Self::built(app, |b| b)
     }
 
     /// A browser whose connections come from `ip` (any 127.x.x.x reaches the server).
     fn from_address(app: &TestApp, ip: &str) -> Self {
-        let builder = reqwest::Client::builder().cookie_store(true).redirect(Policy::none());
-        let client = builder.local_address(ip.parse::<std::net::IpAddr>().unwrap()).build().unwrap();
-        Self { client, base: app.address.clone() }
+        Self::built(app, |b| b.local_address(ip.parse::<std::net::IpAddr>().unwrap()))
+    }
+
+    fn built(app: &TestApp, more: impl FnOnce(reqwest::ClientBuilder) -> reqwest::ClientBuilder) -> Self {
+        let jar = std::sync::Arc::new(reqwest::cookie::Jar::default());
+        let builder = reqwest::Client::builder().cookie_provider(jar.clone()).redirect(Policy::none());
+        Self { client: more(builder).build().unwrap(), base: app.address.clone(), jar }
+    }
+
+    /// The value of the cookie `name` the server set, if it did.
+    fn cookie(&self, name: &str) -> Option<String> {
+        use reqwest::cookie::CookieStore;
+        let all = self.jar.cookies(&format!("{}/settings/", self.base).parse().unwrap())?;
+        let all = all.to_str().unwrap().to_string();
+        all.split("; ").find_map(|c| c.strip_prefix(&format!("{name}=")).map(str::to_string))
     }
 
     async fn page(resp: reqwest::Response) -> Page {
@@ -367,6 +379,24 @@ async fn guesses_from_many_addresses_are_slowed_per_account_without_locking_the_
     }
     // The device the owner signed in on is not slowed at all.
     assert_eq!(owner.sign_in("owner@spread.example", PASSWORD).await.status, 303, "a known device");
+}
+
+/// The cookie that makes a device known to an account names the device: two devices signing in to
+/// one account each get their own, and a device keeps its own over its sign-ins (it was the
+/// account's digest alone, the same on every device for 180 days).
+#[tokio::test]
+async fn each_device_is_known_by_a_cookie_of_its_own() {
+    let app = TestApp::spawn().await;
+    let gym = app.gym("Two desks").await;
+    user(&app, &gym, "owner@desks.example", "owner", &[]).await;
+    let (front, back) = (Browser::new(&app), Browser::new(&app));
+    for b in [&front, &back] {
+        assert_eq!(b.sign_in("owner@desks.example", PASSWORD).await.status, 303);
+    }
+    let (first, second) = (front.cookie("gymapi_device").unwrap(), back.cookie("gymapi_device").unwrap());
+    assert_ne!(first, second, "each device its own");
+    assert_eq!(front.sign_in("owner@desks.example", PASSWORD).await.status, 303);
+    assert_eq!(front.cookie("gymapi_device").unwrap(), first, "a device keeps its own");
 }
 
 /// A guesser on another address never keeps the owner out, successes are not counted, and a
