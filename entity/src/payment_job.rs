@@ -24,6 +24,8 @@ pub struct Model {
     /// Why the terminal declined it.
     pub reason: Option<String>,
     pub reported_at: Option<DateTimeUtc>,
+    /// The terminals that took it: their ids (32 hex digits, no dashes), each after a space, once.
+    pub takers: String,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -32,6 +32,7 @@ mod m20261129_000023_day_counts;
 mod m20261129_000024_event_log;
 mod m20261201_000025_purchase_day_counts;
 mod m20261201_000026_member_entry_counts;
+mod m20261202_000027_payment_takers;
 pub mod tenancy;
 
 pub struct Migrator;
@@ -66,6 +67,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000024_event_log::Migration),
             Box::new(m20261201_000025_purchase_day_counts::Migration),
             Box::new(m20261201_000026_member_entry_counts::Migration),
+            Box::new(m20261202_000027_payment_takers::Migration),
         ]
     }
 }

@@ -261,6 +261,7 @@ fn payment_job(p: &purchase::Model, facility_id: Uuid, at: DateTime<Utc>) -> pay
         card_last4: None,
         reason: None,
         reported_at: None,
+        takers: String::new(),
         created_at: at,
         updated_at: at,
     }

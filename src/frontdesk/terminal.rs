@@ -59,16 +59,20 @@ pub async fn take(db: &Db, terminal: &device::Model, key_id: Uuid, reservation: 
     let sql = placeholders(
         backend,
         &format!(
-            "UPDATE payment_jobs SET state = 'reserved', device_id = ?, reserved_until = ?, updated_at = ? \
+            "UPDATE payment_jobs SET state = 'reserved', device_id = ?, reserved_until = ?, updated_at = ?, \
+             takers = CASE WHEN takers LIKE ? THEN takers ELSE takers || ? END \
              WHERE gym_id = ? AND id {} AND {KEY_IN_FORCE} RETURNING *",
             claimed(backend, &next)
         ),
     );
     let (gym, me) = (terminal.gym_id, terminal.id);
+    let taker = taker(me);
     let values = [
         me.into(),
         until.into(),
         at.into(),
+        format!("%{taker}%").into(),
+        taker.into(),
         gym.into(),
         gym.into(),
         gym.into(),
@@ -84,6 +88,17 @@ pub async fn take(db: &Db, terminal: &device::Model, key_id: Uuid, reservation: 
         return Ok(Taken { job, lapses_at: None });
     }
     Ok(Taken { job: None, lapses_at: next_lapse(db, terminal, at).await? })
+}
+
+/// How `takers` names the terminal `id`: a space, then its 32 hex digits.
+fn taker(id: Uuid) -> String {
+    format!(" {}", id.simple())
+}
+
+/// Whether the terminal `id` ever took the job.
+fn took(job: &payment_job::Model, id: Uuid) -> bool {
+    let id = id.simple().to_string();
+    job.takers.split(' ').any(|t| t == id)
 }
 
 #[derive(FromQueryResult)]
@@ -146,9 +161,11 @@ pub enum Reported {
 /// servers): the terminal that holds the job (its reservation lapsed or not, as long as no other
 /// terminal took it since) has approval pay the sale (its receipt number, a print job,
 /// `purchase.updated`) and a decline fail it. The same report again answers the same job; another
-/// outcome is 409. An approval of a job the terminal does not hold (another terminal took it, or
-/// the order was cancelled or paid) is a card charged all the same: it is recorded, once, as a
-/// `refund_due` payment of the sale (`purchase.updated`). A decline of such a job is 409. Returns
+/// outcome is 409. An approval of a job the terminal took but no longer holds (another terminal
+/// took it since, or the order was cancelled or paid) is a card charged all the same: it is
+/// recorded, once per card, as a `refund_due` payment of the sale (`purchase.updated`). An
+/// approval from a terminal that never took the job is 409 and records nothing (no terminal
+/// charges a job it did not take), as is a decline of a job the terminal does not hold. Returns
 /// what the report came to and whether a webhook delivery was queued.
 pub async fn report(
     db: &Db,
@@ -181,11 +198,17 @@ pub async fn report(
         (PaymentJobState::Approved | PaymentJobState::Declined, _) if mine => {
             return Err(ApiError::StateConflict(format!("The payment was already reported {}.", job.state)));
         }
-        (_, Report::Approved { card_scheme, card_last4 }) => {
+        (_, Report::Approved { card_scheme, card_last4 }) if took(&job, terminal.id) => {
             let card = (card_scheme.as_str(), card_last4.as_str());
             let (charge, queued) = refund_due(&txn, &mut sale, &job, (terminal.id, card), audience).await?;
             txn.commit().await?;
             return Ok((Reported::RefundDue(charge), queued));
+        }
+        (_, Report::Approved { .. }) => {
+            return Err(ApiError::StateConflict(
+                "This terminal never took the payment, so it cannot have charged a card for it: nothing was recorded."
+                    .into(),
+            ));
         }
         (PaymentJobState::Cancelled, _) => return Err(ApiError::StateConflict("The order was cancelled.".into())),
         _ => return Err(ApiError::StateConflict("This terminal does not hold the payment.".into())),
@@ -207,54 +230,71 @@ async fn locked(db: &impl ConnectionTrait, gym_id: GymId, id: Uuid) -> Result<Op
     Ok(payment_job::Entity::find().from_raw_sql(statement).one(db).await?)
 }
 
-/// The id of the charge `terminal` reported on `job`: the same however often it reports it, so
-/// it is recorded once.
-fn charge_id(job: Uuid, terminal: Uuid) -> Uuid {
-    let digest = Sha256::new().chain_update(job.as_bytes()).chain_update(terminal.as_bytes()).finalize();
-    let mut bytes = [0u8; 16];
-    bytes.copy_from_slice(&digest[..16]);
-    uuid::Builder::from_custom_bytes(bytes).into_uuid()
+/// The ids a charge `terminal` reported on `job` may have: the first charge it reports has the
+/// job's and the terminal's, a charge of another card the card's too. Each is the same however
+/// often the terminal reports it, so a charge is recorded once.
+fn charge_ids(job: Uuid, terminal: Uuid, (scheme, last4): (&str, &str)) -> [Uuid; 2] {
+    let first = Sha256::new().chain_update(job.as_bytes()).chain_update(terminal.as_bytes());
+    let card = first.clone().chain_update(b"\0").chain_update(scheme).chain_update(b"\0").chain_update(last4);
+    [first.finalize(), card.finalize()].map(|digest| {
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&digest[..16]);
+        uuid::Builder::from_custom_bytes(bytes).into_uuid()
+    })
 }
 
-/// Records a card charge `terminal` reported on `job`, which it did not hold, as a `refund_due`
-/// payment of the sale, and announces the sale's change (`purchase.updated`) when it is new.
-/// Returns the charge as recorded (the first report of it) and whether a delivery was queued.
+/// Records a card charge `terminal` reported on `job`, which it took but no longer holds, as a
+/// `refund_due` payment of the sale, and announces the sale's change (`purchase.updated`) when it
+/// is new. Returns the charge as recorded (the first report of it) and whether a delivery was
+/// queued.
 async fn refund_due(
     txn: &impl ConnectionTrait,
     sale: &mut sales::Sale,
     job: &payment_job::Model,
-    (terminal, (card_scheme, card_last4)): (Uuid, (&str, &str)),
+    (terminal, card): (Uuid, (&str, &str)),
     audience: Audience,
 ) -> Result<(payment_job::Model, Queued), ApiError> {
     let backend = txn.get_database_backend();
     let at = now();
-    let charge = payment_job::Model {
-        id: charge_id(job.id, terminal),
-        state: PaymentJobState::RefundDue,
-        device_id: Some(terminal),
-        reserved_until: None,
-        card_scheme: Some(card_scheme.to_string()),
-        card_last4: Some(card_last4.to_string()),
-        reason: None,
-        reported_at: Some(at),
-        created_at: at,
-        updated_at: at,
-        ..job.clone()
-    };
-    let insert = payment_job::Entity::insert(payment_job::ActiveModel::from(charge.clone()))
-        .on_conflict(OnConflict::columns([payment_job::Column::GymId, payment_job::Column::Id]).do_nothing().to_owned())
-        .build(backend);
-    if txn.execute(insert).await?.rows_affected() == 0 {
-        let first = locked(txn, job.gym_id, charge.id).await?;
-        return Ok((first.unwrap_or(charge), Queued::Known(false)));
+    let ids = charge_ids(job.id, terminal, card);
+    for id in ids {
+        let charge = payment_job::Model {
+            id,
+            state: PaymentJobState::RefundDue,
+            device_id: Some(terminal),
+            reserved_until: None,
+            card_scheme: Some(card.0.to_string()),
+            card_last4: Some(card.1.to_string()),
+            reason: None,
+            reported_at: Some(at),
+            takers: String::new(),
+            created_at: at,
+            updated_at: at,
+            ..job.clone()
+        };
+        let insert = payment_job::Entity::insert(payment_job::ActiveModel::from(charge.clone()))
+            .on_conflict(
+                OnConflict::columns([payment_job::Column::GymId, payment_job::Column::Id]).do_nothing().to_owned(),
+            )
+            .build(backend);
+        if txn.execute(insert).await?.rows_affected() == 1 {
+            sale.payments.push(charge.clone());
+            // The sale stays as it is but for `updated_at`; its event shows the refund due.
+            let mut writes = Writes::new();
+            let status = sale.purchase.payment_status;
+            let queued = sales::moved(backend, &mut writes, sale, status, None, audience);
+            writes.run(txn).await?;
+            return Ok((charge, queued));
+        }
+        // Recorded before: this charge reported again, or the terminal's first charge another card's.
+        let first = locked(txn, job.gym_id, id).await?;
+        if let Some(first) =
+            first.filter(|f| f.card_scheme.as_deref() == Some(card.0) && f.card_last4.as_deref() == Some(card.1))
+        {
+            return Ok((first, Queued::Known(false)));
+        }
     }
-    sale.payments.push(charge.clone());
-    // The sale stays as it is but for `updated_at`; its event shows the refund due.
-    let mut writes = Writes::new();
-    let status = sale.purchase.payment_status;
-    let queued = sales::moved(backend, &mut writes, sale, status, None, audience);
-    writes.run(txn).await?;
-    Ok((charge, queued))
+    Err(ApiError::StateConflict("The charge could not be recorded; report it again.".into()))
 }
 
 /// What a terminal is told of a charge recorded as `refund_due`.

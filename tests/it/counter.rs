@@ -432,6 +432,53 @@ async fn a_charge_after_the_order_was_cancelled_is_recorded_as_a_refund_due() {
     crate::common::assert_day_counts_hold(&app.db, c.gym.id).await;
 }
 
+/// Only a terminal that took a payment can have charged a card for it: an approval of a job no
+/// terminal took, or one that another terminal holds, is 409 and records nothing (each was
+/// recorded as a refund due: money to give back that no card paid). A terminal that took the job
+/// and reports two cards late has both charges recorded, each once (the second was answered with
+/// the first card and recorded nowhere).
+#[tokio::test]
+async fn only_a_terminal_that_took_a_payment_records_a_charge_on_it() {
+    let app = TestApp::spawn_with(|c| c.payment_reservation = Duration::from_secs(1)).await;
+    let c = counter(&app, "Forged").await;
+    let other = register(&app, c.key(), "card_terminal", "Second terminal").await;
+    let order = c.order(&app, json!([{"product_id": c.products["bar"], "quantity": 1}])).await.body;
+    let id = order["id"].as_str().unwrap().to_string();
+    let refunds = || async {
+        let order = app.device("GET", &format!("/orders/{id}"), c.key(), None, &[]).await.body;
+        let payments = order["payments"].as_array().unwrap().clone();
+        payments.into_iter().filter(|p| p["state"] == "refund_due").collect::<Vec<Value>>()
+    };
+    let order = app.device("GET", &format!("/orders/{id}"), c.key(), None, &[]).await.body;
+    let job = order["payments"][0]["id"].as_str().unwrap().to_string();
+
+    let untaken = c.report_payment(&app, &other, &job, approved()).await;
+    assert_eq!(untaken.status, 409, "{}", untaken.body);
+    assert_ne!(untaken.error_type(), "refund_required", "{}", untaken.body);
+    assert!(untaken.body.to_string().contains("never took"), "{}", untaken.body);
+    assert_eq!(c.take_payment(&app, &c.terminal).await[0]["id"], job.as_str());
+    let held_elsewhere = c.report_payment(&app, &other, &job, approved()).await;
+    assert_eq!((held_elsewhere.status, held_elsewhere.error_type()), (409, untaken.error_type()));
+    assert!(refunds().await.is_empty(), "nothing recorded");
+
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let cancel = format!("/orders/{id}/cancel");
+    assert_eq!(app.device("POST", &cancel, c.key(), None, &[]).await.status, 200, "the reservation lapsed");
+    let late = c.report_payment(&app, &c.terminal, &job, approved()).await;
+    assert_eq!((late.status, late.error_type()), (409, "refund_required"), "{}", late.body);
+    let mastercard = json!({"outcome": "approved", "card_scheme": "mastercard", "card_last4": "1111"});
+    let second = c.report_payment(&app, &c.terminal, &job, mastercard.clone()).await;
+    assert_eq!((second.status, second.error_type()), (409, "refund_required"), "{}", second.body);
+    assert_ne!(second.body, late.body, "another charge");
+    assert_eq!(c.report_payment(&app, &c.terminal, &job, mastercard).await.body, second.body, "recorded once");
+    assert_eq!(c.report_payment(&app, &c.terminal, &job, approved()).await.body, late.body, "recorded once");
+    let mut cards: Vec<String> =
+        refunds().await.iter().map(|r| r["card_last4"].as_str().unwrap().to_string()).collect();
+    cards.sort();
+    assert_eq!(cards, ["1111", "4242"]);
+    crate::common::assert_day_counts_hold(&app.db, c.gym.id).await;
+}
+
 /// A receipt is frozen when its sale is paid: printed again after the gym changed its time zone,
 /// it is the same receipt, field for field.
 #[tokio::test]
