@@ -80,8 +80,10 @@ pub fn count_statements(
 
 /// Locks the rows of these members of a gym for the rest of the transaction, in the order of
 /// their ids (PostgreSQL; SQLite's writer holds the whole file already). Every writer that changes
-/// several members' rows takes them this way before anything else it locks (the gym's counters
-/// come last): two writers then wait for each other in one order, and never both for each other.
+/// several members' rows takes them this way before the gym's counters, which come last: two
+/// writers then wait for each other in one order, and never both for each other. The importer's
+/// new entries come before them, written in the order of their legacy ids (the one thing two
+/// batches can both hold before their members, and which they then meet in one order too).
 pub async fn lock_members(db: &impl ConnectionTrait, gym_id: GymId, ids: &[MemberId]) -> Result<(), DbErr> {
     let backend = db.get_database_backend();
     if backend != DbBackend::Postgres || ids.is_empty() {
