@@ -19,7 +19,10 @@ use prometheus_client::metrics::{counter::Counter, family::Family};
 use crate::{
     context::{Environment, Tenant},
     errors::ApiError,
-    limits::{Admission, Decision, GRANT_TTL, IdempotencyAsk, IdempotencyState, KeyRefusal, Quota, REFUSAL_TTL, Store},
+    limits::{
+        Admission, Attempt, Backoff, Decision, GRANT_TTL, IdempotencyAsk, IdempotencyState, KeyRefusal, Quota,
+        REFUSAL_TTL, Store,
+    },
     logs::Repeated,
     metrics::OutcomeLabel,
     records,
@@ -104,22 +107,41 @@ impl From<(Grant, Decision, Option<IdempotencyState>)> for Admitted {
     }
 }
 
+/// Who presents a key: the key, if any, and the client's address, if known.
+#[derive(Clone, Copy, Debug)]
+pub struct Caller<'a> {
+    pub key: Option<&'a str>,
+    pub address: Option<std::net::IpAddr>,
+}
+
+/// Keys of a right checksum that are in no cache, looked up per client address: 20 free in ten
+/// minutes (each counted when its lookup begins, taken back when the key is found), then the next
+/// after a second, each after twice as long as the one before, at most a minute apart. A flood of
+/// made-up keys that pass the checksum costs a few lookups per address, not one each.
+pub const UNKNOWN_KEYS: Backoff = Backoff {
+    free: 20,
+    base: std::time::Duration::from_secs(1),
+    max: std::time::Duration::from_secs(60),
+    window: std::time::Duration::from_secs(600),
+};
+
 /// The gate's first checks, in the documented order (openapi.yaml): the key (401), the
 /// subscription (402), then the rate limit in the request's `quota` (the `Decision`); the plan's
 /// licence (403) is the gate's to check, from [`Admitted::licence`]. A key in the key cache costs
 /// one store round trip and no database query; otherwise the key is resolved in one query and
-/// cached, its request counted in the same store round trip. A store that cannot be reached fails
-/// open: keys come from the database and requests are allowed.
+/// cached, its request counted in the same store round trip, as long as the caller's address has
+/// not sent too many unknown keys ([`UNKNOWN_KEYS`]; 429 then). A store that cannot be reached
+/// fails open: keys come from the database and requests are allowed.
 pub async fn admit(
     db: &DatabaseConnection,
     store: &dyn Store,
     resolutions: &Resolutions,
-    key: Option<&str>,
+    caller: Caller<'_>,
     quota: Quota,
     ask: Option<IdempotencyAsk<'_>>,
     now: DateTime<Utc>,
 ) -> Result<Admitted, ApiError> {
-    let key = key.ok_or(ApiError::Unauthorized)?;
+    let key = caller.key.ok_or(ApiError::Unauthorized)?;
     let (env, shape) = parse_key(key).ok_or(ApiError::Unauthorized)?;
     let fp = fingerprint(key);
     if shape == KeyShape::Legacy && !resolutions.legacy.may_exist(db, &fp).await {
@@ -131,7 +153,10 @@ pub async fn admit(
             // Past its time on this instance's clock, or unreadable: resolve it again.
             _ => Some((decision, idempotency)),
         },
-        Ok(Admission::Unknown) => None,
+        Ok(Admission::Unknown) => {
+            unknown_keys(store, caller.address, Attempt::Begin).await?;
+            None
+        }
         Ok(Admission::Refused(refusal)) => return Err(refused(refusal)),
         Err(e) => {
             static UNAVAILABLE: Repeated = Repeated::new();
@@ -147,6 +172,10 @@ pub async fn admit(
             async move { resolve(&db, env, &fingerprint, now).await }
         })
         .await;
+    if counted.is_none() && !matches!(resolved, Err(ApiError::Unauthorized)) {
+        // The key exists: its lookup was not one of the address's unknown keys.
+        unknown_keys(store, caller.address, Attempt::Undo).await?;
+    }
     let grant = match resolved {
         Ok(grant) => grant,
         Err(e) => {
@@ -183,6 +212,24 @@ pub async fn admit(
         }
     };
     Ok((grant, decision, idempotency).into())
+}
+
+/// Counts (`Begin`) or takes back (`Undo`) a lookup of a key in no cache for the client at
+/// `address`; 429 when the address must wait before its next one. A store that cannot be reached
+/// lets the lookup go ahead.
+async fn unknown_keys(store: &dyn Store, address: Option<std::net::IpAddr>, attempt: Attempt) -> Result<(), ApiError> {
+    let Some(address) = address else { return Ok(()) };
+    match store.attempts(&format!("unknown-key:{address}"), attempt, UNKNOWN_KEYS).await {
+        Ok(wait) if !wait.is_zero() => {
+            let retry_after_secs = u64::try_from(wait.as_millis().div_ceil(1000)).unwrap_or(u64::MAX);
+            Err(ApiError::RateLimited { retry_after_secs })
+        }
+        Ok(_) => Ok(()),
+        Err(e) => {
+            tracing::debug!(error = %e, "unknown keys could not be counted");
+            Ok(())
+        }
+    }
 }
 
 fn refused(refusal: KeyRefusal) -> ApiError {

@@ -61,9 +61,11 @@ async fn guarded<E: Endpoint>(
         fingerprint: &k.fingerprint,
         lock: state.config.idempotency_lock,
     });
+    let caller = auth::Caller { key: key.as_deref(), address: client_address(&state.config, &req) };
     let Admitted { tenant, licence, decision, retiring, idempotency } =
-        match auth::admit(&state.db, &*state.store, &state.resolutions, key.as_deref(), quota, ask, now).await {
+        match auth::admit(&state.db, &*state.store, &state.resolutions, caller, quota, ask, now).await {
             Ok(admitted) => admitted,
+            Err(ApiError::RateLimited { retry_after_secs }) => return Ok(unknown_keys_refused(retry_after_secs)),
             Err(e) => return Ok(e.as_response()),
         };
     let mut begun = keyed.map(|k| (k, idempotency));
@@ -92,15 +94,31 @@ async fn guarded<E: Endpoint>(
     Ok(response)
 }
 
+/// The 429 of a client address past its unknown keys (`auth::UNKNOWN_KEYS`), before any key is
+/// known: the limit's headers describe the address's budget of unknown keys (`"unknown-keys"`).
+fn unknown_keys_refused(retry_after_secs: u64) -> Response {
+    let mut response = ApiError::RateLimited { retry_after_secs }.as_response();
+    let budget = auth::UNKNOWN_KEYS;
+    let decision = Decision { allowed: false, limit: budget.free, remaining: 0, reset_secs: retry_after_secs };
+    let policy = RatePolicy { limit: budget.free, window: budget.window };
+    named_limit_headers(response.headers_mut(), "unknown-keys", &decision, policy);
+    response
+}
+
 /// The limit's headers: the de facto `X-RateLimit-*` and the IETF fields
 /// (draft-ietf-httpapi-ratelimit-headers): `RateLimit-Policy: "default";q=120;w=60` and
 /// `RateLimit: "default";r=57;t=12`.
 fn rate_limit_headers(headers: &mut poem::http::HeaderMap, decision: &Decision, policy: RatePolicy) {
+    named_limit_headers(headers, "default", decision, policy);
+}
+
+/// [`rate_limit_headers`] of the policy called `name`.
+fn named_limit_headers(headers: &mut poem::http::HeaderMap, name: &str, decision: &Decision, policy: RatePolicy) {
     headers.insert("x-ratelimit-limit", HeaderValue::from(decision.limit));
     headers.insert("x-ratelimit-remaining", HeaderValue::from(decision.remaining));
     headers.insert("x-ratelimit-reset", HeaderValue::from(decision.reset_secs));
-    let policy = format!("\"default\";q={};w={}", policy.limit, policy.window_secs());
-    let now = format!("\"default\";r={};t={}", decision.remaining, decision.reset_secs);
+    let policy = format!("\"{name}\";q={};w={}", policy.limit, policy.window_secs());
+    let now = format!("\"{name}\";r={};t={}", decision.remaining, decision.reset_secs);
     for (name, value) in [("ratelimit-policy", policy), ("ratelimit", now)] {
         if let Ok(v) = HeaderValue::from_str(&value) {
             headers.insert(name, v);
@@ -319,6 +337,20 @@ fn truncate(s: &str, max: usize) -> &str {
 fn carries_body(headers: &poem::http::HeaderMap) -> bool {
     let length = headers.get(poem::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok());
     length.is_some_and(|l| l.trim() != "0") || headers.contains_key(poem::http::header::TRANSFER_ENCODING)
+}
+
+/// The client's address: the connection's peer, or, for a request through a trusted proxy, the
+/// nearest address of `X-Forwarded-For` that is not a trusted proxy (the one the proxies saw).
+fn client_address(config: &Config, req: &Request) -> Option<std::net::IpAddr> {
+    let peer = req.remote_addr().as_socket_addr()?.ip();
+    let trusted = |ip: std::net::IpAddr| config.trusted_proxies.iter().any(|n| n.contains(ip));
+    if !trusted(peer) {
+        return Some(peer);
+    }
+    let forwarded = req.headers().get_all("x-forwarded-for").iter().filter_map(|v| v.to_str().ok());
+    let hops: Vec<std::net::IpAddr> =
+        forwarded.flat_map(|v| v.split(',')).filter_map(|hop| hop.trim().parse().ok()).collect();
+    Some(hops.into_iter().rev().find(|ip| !trusted(*ip)).unwrap_or(peer))
 }
 
 /// The base of the family's API (`base`) for list links: `GYMAPI_PUBLIC_URL`; else, for a request

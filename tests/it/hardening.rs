@@ -440,6 +440,59 @@ async fn made_up_keys_are_refused_without_a_database_lookup() {
     }
 }
 
+/// A flood of keys that pass the checksum but were issued to nobody costs a few lookups per client
+/// address, not one each: past 20 unknown keys an address waits (429 `rate_limited`, with
+/// `Retry-After`) before its next key that no cache knows is looked up. A key in the cache still
+/// works from that address, and any key from another address (before: 200 lookups for 200 keys).
+#[tokio::test]
+async fn unknown_keys_of_a_right_checksum_cost_a_few_lookups_per_address() {
+    use gymapi::context::Environment;
+    let app = TestApp::spawn_with(|c| c.metrics_token = Some("scrape-secret".into())).await;
+    let gym = app.gym("Guessed").await;
+    let fresh = app.test_key(&gym).await;
+    let from = |ip: &str| {
+        let builder = reqwest::Client::builder().local_address(ip.parse::<std::net::IpAddr>().unwrap());
+        builder.build().unwrap()
+    };
+    let (flooder, elsewhere) = (from("127.0.0.1"), from("127.0.0.2"));
+    let get = |client: &reqwest::Client, key: &str| {
+        client.get(format!("{}/api/v1/members", app.address)).bearer_auth(key).send()
+    };
+    assert_eq!(get(&flooder, &gym.live_key).await.unwrap().status(), 200, "cached from now on");
+    let lookups = || async {
+        let scrape = app.client.get(format!("{}/metrics", app.address)).bearer_auth("scrape-secret");
+        let text = scrape.send().await.unwrap().text().await.unwrap();
+        let total: f64 = text
+            .lines()
+            .filter(|l| l.starts_with("gymapi_key_lookups_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        total
+    };
+    let before = lookups().await;
+    let (mut refused, mut slowed) = (0, 0);
+    for _ in 0..200 {
+        let r = get(&flooder, &gymapi::auth::generate_key(Environment::Live)).await.unwrap();
+        match r.status().as_u16() {
+            401 => refused += 1,
+            429 => {
+                assert!(r.headers().get("retry-after").is_some());
+                assert_eq!(r.headers()["x-ratelimit-limit"], "20", "the address's budget of unknown keys");
+                assert!(r.headers()["ratelimit-policy"].to_str().unwrap().starts_with("\"unknown-keys\";q=20;w=600"));
+                assert_eq!(r.json::<serde_json::Value>().await.unwrap()["error"]["type"], "rate_limited");
+                slowed += 1;
+            }
+            s => panic!("{s}"),
+        }
+    }
+    let looked_up = lookups().await - before;
+    assert!(looked_up <= 22.0, "{looked_up} lookups for 200 unknown keys");
+    assert!(refused >= 20 && slowed >= 170, "{refused} refused, {slowed} slowed");
+    assert_eq!(get(&flooder, &gym.live_key).await.unwrap().status(), 200, "a cached key still works");
+    assert_eq!(get(&elsewhere, &fresh).await.unwrap().status(), 200, "another address is not slowed");
+    assert_eq!(get(&flooder, &fresh).await.unwrap().status(), 200, "now cached");
+}
+
 /// Door decisions whose clients give up at every moment of them, round after round, leave no
 /// database connection inside a transaction: a connection handed back to the pool in the middle
 /// of its `BEGIN` would carry the next statements sent on it into a transaction nobody commits
