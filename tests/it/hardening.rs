@@ -385,6 +385,17 @@ async fn metrics_count_requests_and_refused_keys_are_looked_up_once() {
     assert!(body["error"]["message"].as_str().is_some_and(|m| m.contains("GYMAPI_METRICS_TOKEN")), "{body}");
 }
 
+/// The key lookups the server counted (`gymapi_key_lookups_total`, every outcome), read from
+/// `/metrics` with the token `scrape-secret`.
+async fn key_lookups(app: &TestApp) -> f64 {
+    let scrape = app.client.get(format!("{}/metrics", app.address)).bearer_auth("scrape-secret");
+    let text = scrape.send().await.unwrap().text().await.unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("gymapi_key_lookups_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// A flood of made-up keys costs no database lookup: a key of today's shape is refused by its
 /// checksum, one of the shape keys had before the checksum because it is not among the keys issued
 /// then (read once). A key issued before the checksum still works, and so does a new one.
@@ -414,16 +425,7 @@ async fn made_up_keys_are_refused_without_a_database_lookup() {
     let get = |key: String| app.client.get(format!("{}/api/v1/members", app.address)).bearer_auth(key).send();
     assert_eq!(get(earlier.clone()).await.unwrap().status(), 200, "a key issued before the checksum");
     assert_eq!(get(gym.live_key.clone()).await.unwrap().status(), 200);
-    let lookups = || async {
-        let scrape = app.client.get(format!("{}/metrics", app.address)).bearer_auth("scrape-secret");
-        let text = scrape.send().await.unwrap().text().await.unwrap();
-        let total: f64 = text
-            .lines()
-            .filter(|l| l.starts_with("gymapi_key_lookups_total{"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum();
-        total
-    };
+    let lookups = || key_lookups(&app);
     let before = lookups().await;
     for _ in 0..150 {
         for key in [format!("svc_live_{}", random(38)), format!("svc_test_{}", random(32))] {
@@ -459,16 +461,7 @@ async fn unknown_keys_of_a_right_checksum_cost_a_few_lookups_per_address() {
         client.get(format!("{}/api/v1/members", app.address)).bearer_auth(key).send()
     };
     assert_eq!(get(&flooder, &gym.live_key).await.unwrap().status(), 200, "cached from now on");
-    let lookups = || async {
-        let scrape = app.client.get(format!("{}/metrics", app.address)).bearer_auth("scrape-secret");
-        let text = scrape.send().await.unwrap().text().await.unwrap();
-        let total: f64 = text
-            .lines()
-            .filter(|l| l.starts_with("gymapi_key_lookups_total{"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum();
-        total
-    };
+    let lookups = || key_lookups(&app);
     let before = lookups().await;
     let (mut refused, mut slowed) = (0, 0);
     for _ in 0..200 {

@@ -292,6 +292,21 @@ async fn concurrent_identical_batches_write_each_row_once() {
     assert_eq!(status["entities"][1]["created"], 200);
 }
 
+/// A batch of one check-in of each of the members `M-0..M-{n}`, in their order turned by `turn`
+/// (and reversed if asked), the legacy id of member `i`'s check-in `legacy(i)`.
+fn check_ins_in_turn(n: usize, turn: usize, reversed: bool, legacy: impl Fn(usize) -> String) -> Value {
+    let mut order: Vec<usize> = (0..n).collect();
+    order.rotate_left(turn % n);
+    if reversed {
+        order.reverse();
+    }
+    let rows: Vec<Value> = order
+        .iter()
+        .map(|i| json!({"legacy_id": legacy(*i), "member_legacy_id": format!("M-{i}"), "occurred_at": "2026-01-05T10:00:00Z"}))
+        .collect();
+    json!({ "rows": rows })
+}
+
 /// Batches of check-ins sent at once, each naming the same members in another order, all land:
 /// every writer locks a gym's members in the order of their ids before its counters, so two
 /// batches never wait for each other both ways (PostgreSQL answered one of them 500 "deadlock
@@ -302,22 +317,8 @@ async fn concurrent_check_in_batches_of_the_same_members_all_land() {
     let gym = app.gym("Busy").await;
     let k = gym.live_key.clone();
     import(&app, &k, "members", member_rows(0, 60)).await;
-    let batch = |b: usize| {
-        let mut order: Vec<usize> = (0..60).collect();
-        // A different order of the same members in every batch.
-        order.rotate_left(b * 7 % 60);
-        if b % 2 == 1 {
-            order.reverse();
-        }
-        let rows: Vec<Value> = order
-            .iter()
-            .map(|i| {
-                json!({"legacy_id": format!("C-{b}-{i}"), "member_legacy_id": format!("M-{i}"),
-                            "occurred_at": "2026-01-05T10:00:00Z"})
-            })
-            .collect();
-        json!({ "rows": rows })
-    };
+    // A different order of the same members in every batch.
+    let batch = |b: usize| check_ins_in_turn(60, b * 7, b % 2 == 1, |i| format!("C-{b}-{i}"));
     for round in 0..3 {
         let sends = (0..8).map(|b| app.post(&k, "/import/attendance", batch(round * 8 + b)));
         for r in futures_util::future::join_all(sends).await {
@@ -341,21 +342,7 @@ async fn concurrent_check_in_batches_sharing_their_rows_write_each_once() {
     let gym = app.gym("Resent").await;
     let k = gym.live_key.clone();
     import(&app, &k, "members", member_rows(0, 300)).await;
-    let batch = |round: i64, b: usize| {
-        let mut order: Vec<usize> = (0..300).collect();
-        order.rotate_left(b * 37 % 300);
-        if b % 2 == 1 {
-            order.reverse();
-        }
-        let rows: Vec<Value> = order
-            .iter()
-            .map(|i| {
-                json!({"legacy_id": format!("R-{round}-{i}"), "member_legacy_id": format!("M-{i}"),
-                       "occurred_at": "2026-01-05T10:00:00Z"})
-            })
-            .collect();
-        json!({ "rows": rows })
-    };
+    let batch = |round: i64, b: usize| check_ins_in_turn(300, b * 37, b % 2 == 1, |i| format!("R-{round}-{i}"));
     for round in 0..ROUNDS {
         let sends = (0..8).map(|b| app.post(&k, "/import/attendance", batch(round, b)));
         let mut created = 0;
