@@ -114,10 +114,10 @@ pub struct Caller<'a> {
     pub address: Option<std::net::IpAddr>,
 }
 
-/// Keys of a right checksum that are in no cache, looked up per client address: 20 free in ten
-/// minutes (each counted when its lookup begins, taken back when the key is found), then the next
-/// after a second, each after twice as long as the one before, at most a minute apart. A flood of
-/// made-up keys that pass the checksum costs a few lookups per address, not one each.
+/// Lookups of keys in no cache that found no key, per client address: 20 free in ten minutes, then
+/// the next lookup from the address after a second, each after twice as long as the one before,
+/// at most a minute apart. A flood of made-up keys that pass the checksum costs a few lookups per
+/// address, not one each; keys that exist are never counted, however many requests bring them.
 pub const UNKNOWN_KEYS: Backoff = Backoff {
     free: 20,
     base: std::time::Duration::from_secs(1),
@@ -154,7 +154,7 @@ pub async fn admit(
             _ => Some((decision, idempotency)),
         },
         Ok(Admission::Unknown) => {
-            unknown_keys(store, caller.address, Attempt::Begin).await?;
+            unknown_keys(store, caller.address, Attempt::Check).await?;
             None
         }
         Ok(Admission::Refused(refusal)) => return Err(refused(refusal)),
@@ -172,9 +172,9 @@ pub async fn admit(
             async move { resolve(&db, env, &fingerprint, now).await }
         })
         .await;
-    if counted.is_none() && !matches!(resolved, Err(ApiError::Unauthorized)) {
-        // The key exists: its lookup was not one of the address's unknown keys.
-        unknown_keys(store, caller.address, Attempt::Undo).await?;
+    if counted.is_none() && matches!(resolved, Err(ApiError::Unauthorized)) {
+        // One of the address's unknown keys (its own answer stays the 401).
+        unknown_keys(store, caller.address, Attempt::Begin).await.ok();
     }
     let grant = match resolved {
         Ok(grant) => grant,
@@ -214,9 +214,9 @@ pub async fn admit(
     Ok((grant, decision, idempotency).into())
 }
 
-/// Counts (`Begin`) or takes back (`Undo`) a lookup of a key in no cache for the client at
-/// `address`; 429 when the address must wait before its next one. A store that cannot be reached
-/// lets the lookup go ahead.
+/// Asks whether the client at `address` may have a key in no cache looked up (`Check`), or counts
+/// a lookup that found none (`Begin`); 429 when the address must wait before its next one. A store
+/// that cannot be reached lets the lookup go ahead.
 async fn unknown_keys(store: &dyn Store, address: Option<std::net::IpAddr>, attempt: Attempt) -> Result<(), ApiError> {
     let Some(address) = address else { return Ok(()) };
     match store.attempts(&format!("unknown-key:{address}"), attempt, UNKNOWN_KEYS).await {

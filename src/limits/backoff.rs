@@ -13,6 +13,9 @@ pub enum Attempt {
     Undo,
     /// Forget the failures (a success).
     Clear,
+    /// The wait due before the next attempt, counting nothing (for failures counted only once
+    /// they are known, with `Begin` then).
+    Check,
 }
 
 impl Attempt {
@@ -21,6 +24,7 @@ impl Attempt {
             Self::Begin => "begin",
             Self::Undo => "undo",
             Self::Clear => "clear",
+            Self::Check => "check",
         }
     }
 }

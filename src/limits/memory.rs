@@ -213,7 +213,7 @@ impl Store for MemoryStore {
             return Ok(Duration::ZERO);
         }
         let wait = (last + policy.delay(n)).saturating_duration_since(now);
-        if !wait.is_zero() {
+        if !wait.is_zero() || attempt == Attempt::Check {
             return Ok(wait);
         }
         if failures.len() >= MAX_REFUSALS {

@@ -106,9 +106,9 @@ return 1
 "#;
 
 /// KEYS[1] a bucket of failed attempts (a hash: `n` failures, the `last` in ms of Redis's clock);
-/// ARGV[1] `begin`, `undo` or `clear`, ARGV[2..5] the backoff's free failures, base and longest
-/// wait and window in ms. Returns the wait due in ms (see `Backoff`); `begin` counts the attempt
-/// only when none is due.
+/// ARGV[1] `begin`, `undo`, `clear` or `check`, ARGV[2..5] the backoff's free failures, base and
+/// longest wait and window in ms. Returns the wait due in ms (see `Backoff`); `begin` counts the
+/// attempt only when none is due, `check` never.
 const ATTEMPTS: &str = r#"
 local key = KEYS[1]
 if ARGV[1] == 'clear' then redis.call('DEL', key) return 0 end
@@ -125,6 +125,7 @@ if n >= free then
   local wait = last + math.min(base * 2 ^ math.min(n - free, 30), max) - now
   if wait > 0 then return math.floor(wait) end
 end
+if ARGV[1] == 'check' then return 0 end
 redis.call('HSET', key, 'n', n + 1, 'last', now)
 redis.call('PEXPIRE', key, window)
 return 0
