@@ -95,10 +95,10 @@ fn taker(id: Uuid) -> String {
     format!(" {}", id.simple())
 }
 
-/// Whether the terminal `id` ever took the job.
+/// Whether the terminal `id` ever took the job (every taker has the same width, so its name
+/// matches only where it stands, as the take's `LIKE` does).
 fn took(job: &payment_job::Model, id: Uuid) -> bool {
-    let id = id.simple().to_string();
-    job.takers.split(' ').any(|t| t == id)
+    job.takers.contains(&taker(id))
 }
 
 #[derive(FromQueryResult)]

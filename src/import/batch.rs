@@ -167,13 +167,13 @@ where
     FW: Future<Output = Result<usize, DbErr>>,
 {
     let (received, entity) = (count(batch.received), batch.entity);
+    let changed_meanwhile = |e: &DbErr| is_unique_violation(e) || crate::facilities::archived_refusal(e);
     for attempt in 0..RUNS {
         let (plan, fresh) = validate().await?;
         if batch.dry_run {
             return Ok(Tally { received, created: count(fresh) }.result(entity, true));
         }
         let txn = crate::db::begin_writing(db).await?;
-        let changed_meanwhile = |e: &DbErr| is_unique_violation(e) || crate::facilities::archived_refusal(e);
         match write(txn, plan).await {
             Ok(created) => return Ok(Tally { received, created: count(created) }.result(entity, false)),
             Err(e) if attempt + 1 < RUNS && changed_meanwhile(&e) => continue,

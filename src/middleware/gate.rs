@@ -65,6 +65,7 @@ async fn guarded<E: Endpoint>(
     let Admitted { tenant, licence, decision, retiring, idempotency } =
         match auth::admit(&state.db, &*state.store, &state.resolutions, caller, quota, ask, now).await {
             Ok(admitted) => admitted,
+            // Admission's one 429: the address's unknown keys (the key's own limit is `decision`).
             Err(ApiError::RateLimited { retry_after_secs }) => return Ok(unknown_keys_refused(retry_after_secs)),
             Err(e) => return Ok(e.as_response()),
         };

@@ -155,8 +155,8 @@ const SIGN_IN_ACCOUNT: Backoff =
 const KNOWN_DEVICE_SECS: i64 = 180 * 24 * 3600;
 
 /// The cookie that makes the device `device` known to the account `email`: the device's id and a
-/// keyed digest of the id with the address (no one makes one without the server's key, it names
-/// no one, and no two devices share one).
+/// keyed digest of the id with the email (no one makes one without the server's key, it names no
+/// one, and no two devices share one).
 fn device_cookie(key: &[u8], device: &str, email: &str) -> String {
     format!("{device}.{}", session::form_token(key, &format!("device:{device}:{email}")))
 }
