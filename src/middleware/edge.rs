@@ -101,7 +101,7 @@ fn count(metrics: &Metrics, path: &str, response: &Response, seconds: f64) {
     };
     let operation = response.extensions().get::<Operation>().map_or(outside, |o| o.0.as_str());
     metrics.observe(operation, response.status().as_u16(), seconds);
-    if response.headers().contains_key("idempotency-replayed") {
+    if response.headers().get(super::idempotency::REPLAYED).is_some_and(|v| v == "true") {
         metrics.replays.inc();
     }
     if response.extensions().get::<ErrorKind>().is_some_and(|k| k.0 == "idempotency_conflict") {

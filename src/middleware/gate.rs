@@ -7,7 +7,7 @@ use bytes::Bytes;
 use poem::{Endpoint, IntoResponse, Request, Response, error::ResponseError, http::HeaderValue};
 use sha2::{Digest, Sha256};
 
-use super::idempotency::{IDEMPOTENCY_KEY, Keyed, idempotent, request_fingerprint};
+use super::idempotency::{IDEMPOTENCY_KEY, Keyed, REPLAYED, idempotent, request_fingerprint};
 use crate::{
     auth::{self, Admitted},
     config::Config,
@@ -314,17 +314,30 @@ async fn route<E: Endpoint>(
     }
     let base_url = base_url(&state.config, &req, base);
     let accept = req.headers().get(poem::http::header::ACCEPT).cloned();
-    if let (true, Some((prepared, state_of_key))) = (op.idempotent, begun.take()) {
-        let Prepared { scope, key_digest, fingerprint } = prepared;
-        let keyed = Keyed { scope, record: RecordKey { gym_id: tenant.gym_id, key_digest }, fingerprint };
-        req.extensions_mut().insert(RequestContext { tenant, base_url, path, accept, unit: None });
-        return Box::pin(idempotent(next, req, state, &keyed, state_of_key)).await;
-    }
+    let gym_id = tenant.gym_id;
     req.extensions_mut().insert(RequestContext { tenant, base_url, path, accept, unit: None });
-    match next.call(req).await {
-        Ok(r) => r.into_response(),
-        Err(e) => to_json_error(e),
+    let response = match (op.idempotent, begun.take()) {
+        (true, Some((prepared, state_of_key))) => {
+            let Prepared { scope, key_digest, fingerprint } = prepared;
+            let keyed = Keyed { scope, record: RecordKey { gym_id, key_digest }, fingerprint };
+            Box::pin(idempotent(next, req, state, &keyed, state_of_key)).await
+        }
+        _ => match next.call(req).await {
+            Ok(r) => r.into_response(),
+            Err(e) => to_json_error(e),
+        },
+    };
+    if op.idempotent { not_replayed(response) } else { response }
+}
+
+/// A keyed write's answer says whether it is a replay: `Idempotency-Replayed: true` on one,
+/// `false` on every other (the header is always there, as the document promises).
+fn not_replayed(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    if !headers.contains_key(REPLAYED) {
+        headers.insert(REPLAYED, poem::http::HeaderValue::from_static("false"));
     }
+    response
 }
 
 fn truncate(s: &str, max: usize) -> &str {

@@ -26,6 +26,8 @@ use crate::{
 };
 
 pub(super) const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// The header that says whether a keyed write's answer is a replay of its first.
+pub(super) const REPLAYED: &str = "idempotency-replayed";
 
 /// What makes two requests "the same" for an `Idempotency-Key`: method, path, query and body.
 pub(super) fn request_fingerprint(method: &str, path: &str, query: Option<&str>, body: &[u8]) -> String {
@@ -144,7 +146,7 @@ fn mismatch() -> Response {
 fn replay(stored: StoredResponse) -> Response {
     let mut builder = Response::builder()
         .status(StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK))
-        .header("idempotency-replayed", "true");
+        .header(REPLAYED, "true");
     if let Some(ct) = &stored.content_type {
         builder = builder.content_type(ct.as_str());
     }

@@ -148,7 +148,7 @@ async fn a_keyed_write_replays_byte_for_byte_and_runs_once() {
     };
     let first = send().await.unwrap();
     assert_eq!(first.status(), 201);
-    assert!(first.headers().get("idempotency-replayed").is_none());
+    assert_eq!(first.headers()["idempotency-replayed"], "false");
     let first_body = first.bytes().await.unwrap();
     let again = send().await.unwrap();
     assert_eq!(again.status(), 201);
@@ -189,7 +189,7 @@ async fn a_key_past_its_window_runs_again_and_its_record_is_swept() {
     let swept = gymapi::limits::records::sweep(&app.db, gymapi::records::now(), 1000).await.unwrap();
     assert_eq!((swept, records().await), (1, 0));
     let later = send().await;
-    assert_eq!((later.status, later.header("idempotency-replayed")), (201, None));
+    assert_eq!((later.status, later.header("idempotency-replayed")), (201, Some("false")));
     assert_eq!(app.get(&gym.live_key, "/members").await.body["meta"]["total"], 2);
 }
 
@@ -287,7 +287,7 @@ async fn keys_are_scoped_to_the_tenant() {
             .request("POST", "/members", Some(key), Some(body.clone()), &[("Idempotency-Key", "shared-value")])
             .await;
         assert_eq!(r.status, 201);
-        assert!(r.header("idempotency-replayed").is_none(), "another tenant's key must not replay");
+        assert_eq!(r.header("idempotency-replayed"), Some("false"), "another tenant's key must not replay");
     }
     for key in [&a.live_key, &b.live_key, &test_key] {
         assert_eq!(app.get(key, "/members").await.body["meta"]["total"], 1);
@@ -338,7 +338,7 @@ async fn a_refusal_by_the_handler_is_not_kept_so_a_corrected_retry_runs() {
     assert!(refused.body["errors"]["email"].is_array(), "{:?}", refused.body);
     let fixed = send("free@example.com").await;
     assert_eq!(fixed.status, 201, "{:?}", fixed.body);
-    assert!(fixed.header("idempotency-replayed").is_none());
+    assert_eq!(fixed.header("idempotency-replayed"), Some("false"));
     let again = send("free@example.com").await;
     assert_eq!(again.status, 201);
     assert_eq!(again.header("idempotency-replayed"), Some("true"));
@@ -457,7 +457,7 @@ async fn a_hung_redis_fails_reads_open_and_keyed_writes_stay_exactly_once() {
     };
     let first = keyed().await;
     assert_eq!(first.status, 201, "{}", first.body);
-    assert_eq!(first.header("idempotency-replayed"), None);
+    assert_eq!(first.header("idempotency-replayed"), Some("false"));
     let again = keyed().await;
     assert_eq!((again.status, again.header("idempotency-replayed")), (201, Some("true")));
     assert_eq!(again.body, first.body, "the database's record answers the repeat");
