@@ -16,7 +16,9 @@
 #      the document, `tsc --strict` checks .ci/partners/client.ts against both, and the program
 #      runs against `gymapi serve` on a fresh SQLite database;
 #   6. Dredd sends every operation of both documents to `gymapi serve --demo` and checks each
-#      answer against the document (.ci/partners/dredd.sh).
+#      answer against the document (.ci/partners/dredd.sh);
+#   7. Dredd again, as a partner runs it: no hooks, the served document, the sandbox reset to its
+#      fixtures (.ci/partners/defaults.sh).
 # Usage: .ci/partners.sh path/to/gymapi   (PARTNER_PYTHON: a Python with openapi-python-client,
 # mypy and PyYAML; PARTNER_TOOLS: where the npm tools are kept)
 set -euo pipefail
@@ -192,3 +194,7 @@ printf '[mypy]\nstrict = True\n[mypy-sdk.*]\nignore_errors = True\n' >"$work/py/
 echo
 echo "-- Dredd: every operation of both documents against a live server"
 DREDD="$bin/dredd" PARTNER_PYTHON="$python" .ci/partners/dredd.sh "$binary"
+
+echo
+echo "-- A partner's CI with none of our hooks: Dredd's defaults on the served document and the fixtures"
+DREDD="$bin/dredd" PARTNER_PYTHON="$python" .ci/partners/defaults.sh "$binary"

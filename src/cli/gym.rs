@@ -10,6 +10,7 @@ use super::{Failure, bad_input, key_cache, open, opt_time, print};
 use crate::{
     accounts::{self, Actor, GymUpdate},
     config::Config,
+    sandbox::Contents,
 };
 
 #[derive(Subcommand, Debug)]
@@ -79,6 +80,9 @@ pub(super) enum SandboxCommand {
     Reset {
         #[arg(long)]
         gym: GymId,
+        /// Then write the fixtures: the records the API document's examples show.
+        #[arg(long)]
+        fixtures: bool,
         #[arg(long)]
         json: bool,
     },
@@ -139,10 +143,15 @@ pub(super) async fn sandbox(command: SandboxCommand, config: &Config) -> Result<
                 format!("provisioned sandbox {} ({})", sandbox.id, sandbox.name)
             });
         }
-        SandboxCommand::Reset { gym, json } => {
-            let (sandbox, at) = crate::sandbox::reset(&crate::db::Db::new(db), &Actor::Operator, gym).await?;
+        SandboxCommand::Reset { gym, fixtures, json } => {
+            let contents = if fixtures { Contents::Fixtures } else { Contents::Empty };
+            let (sandbox, at) = crate::sandbox::reset(&crate::db::Db::new(db), &Actor::Operator, gym, contents).await?;
             let at = crate::records::rfc3339(at);
-            print(json, json!({ "id": sandbox, "reset_at": at }), || format!("emptied sandbox {sandbox} at {at}"));
+            let done = if fixtures { "reset sandbox {sandbox} to the fixtures" } else { "emptied sandbox {sandbox}" };
+            let contents = contents.as_str();
+            print(json, json!({ "id": sandbox, "reset_at": at, "contents": contents }), || {
+                format!("{} at {at}", done.replace("{sandbox}", &sandbox.to_string()))
+            });
         }
     }
     Ok(())

@@ -91,7 +91,7 @@ pub async fn take(db: &Db, terminal: &device::Model, key_id: Uuid, reservation: 
 }
 
 /// How `takers` names the terminal `id`: a space, then its 32 hex digits.
-fn taker(id: Uuid) -> String {
+pub fn taker(id: Uuid) -> String {
     format!(" {}", id.simple())
 }
 

@@ -14,6 +14,7 @@ use crate::{
     accounts::{self, AccountError, KeyStatus},
     context::Environment,
     records::now,
+    sandbox::Contents,
     state::AppState,
 };
 
@@ -188,7 +189,20 @@ pub(super) async fn revoke_key(
 /// Empties the gym's sandbox (`sandbox::reset`).
 #[handler]
 pub(super) async fn reset_sandbox(state: Data<&AppState>, SignedForm(s, _): SignedForm<Button>) -> Response {
-    match crate::sandbox::reset(&state.db, &s.actor(), s.gym.id).await {
+    reset_sandbox_to(&state, &s, Contents::Empty).await
+}
+
+/// Resets the gym's sandbox to the fixtures (`sandbox::reset`).
+#[handler]
+pub(super) async fn reset_sandbox_to_fixtures(
+    state: Data<&AppState>,
+    SignedForm(s, _): SignedForm<Button>,
+) -> Response {
+    reset_sandbox_to(&state, &s, Contents::Fixtures).await
+}
+
+async fn reset_sandbox_to(state: &AppState, s: &Signed, contents: Contents) -> Response {
+    match crate::sandbox::reset(&state.db, &s.actor(), s.gym.id, contents).await {
         Ok(_) => redirect("/settings/integrations/api"),
         Err(e) => refused(e),
     }

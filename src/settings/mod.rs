@@ -55,6 +55,7 @@ pub fn routes(state: AppState) -> impl Endpoint {
         .at("/integrations/api/keys/:id/revoke", get(keys::confirm_revoke).post(keys::revoke_key))
         .at("/integrations/api/sandbox", post(keys::provision_sandbox))
         .at("/integrations/api/sandbox/reset", post(keys::reset_sandbox))
+        .at("/integrations/api/sandbox/fixtures", post(keys::reset_sandbox_to_fixtures))
         .at("/integrations/webhooks", get(webhooks::webhooks_page))
         .at("/integrations/webhooks/endpoints", post(webhooks::create_endpoint))
         .at("/integrations/webhooks/endpoints/:id/:action", post(webhooks::endpoint_action))

@@ -184,11 +184,16 @@ pub async fn delete_endpoint(db: &DatabaseConnection, actor: &Actor, id: Uuid) -
     Ok(())
 }
 
+/// A `ping` event's `data`.
+pub fn ping_data() -> serde_json::Value {
+    json!({"message": "This is a test event from gymapi."})
+}
+
 /// Queues a `ping` to one endpoint; returns the delivery id.
 pub async fn ping(db: &DatabaseConnection, actor: &Actor, id: Uuid) -> accounts::Result<Uuid> {
     let e = find_endpoint(db, actor, id).await?;
     let txn = crate::db::begin_writing(db).await?;
-    let data = json!({"message": "This is a test event from gymapi."});
+    let data = ping_data();
     let mut writes = Writes::new();
     let backend = txn.get_database_backend();
     let written = write_event(&mut writes, backend, NewEvent { gym_id: e.gym_id, kind: EventType::Ping, data });

@@ -18,11 +18,12 @@ mod urls;
 
 pub use deliveries::{daily_outcomes, recent_deliveries, redeliver};
 pub use endpoints::{
-    NewEndpoint, create_endpoint, delete_endpoint, find_endpoint, list_endpoints, ping, rotate_secret, set_enabled,
+    NewEndpoint, create_endpoint, delete_endpoint, find_endpoint, list_endpoints, ping, ping_data, rotate_secret,
+    set_enabled,
 };
 pub use outbox::{
-    Audience, NewEvent, Queued, audience, emit, emit_counted, emit_to, emit_to_audience, oldest_pending_age, wake,
-    wake_if,
+    Audience, NewEvent, Queued, audience, emit, emit_counted, emit_to, emit_to_audience, envelope, oldest_pending_age,
+    wake, wake_if,
 };
 pub use signing::{new_secret, sign, signature_header};
 pub use urls::{check_url, is_public};

@@ -173,16 +173,20 @@ pub fn emit_to(writes: &mut Writes, backend: DbBackend, event: NewEvent, targets
 
 /// A new event's id, time and envelope.
 fn new_event(event: EventType, data: Value) -> (Uuid, DateTime<Utc>, Value) {
-    let at = now();
-    let id = new_id();
-    let envelope = json!({
+    let (id, at) = (new_id(), now());
+    (id, at, envelope(id, event, at, data))
+}
+
+/// The envelope of an event: the body its deliveries carry and `GET /events/{id}` answers, its keys
+/// in the order the document lists `Event`'s fields (serde_json's maps are sorted).
+pub fn envelope(id: Uuid, event: EventType, at: DateTime<Utc>, data: Value) -> Value {
+    json!({
         "object": "event",
         "id": id,
         "type": event.as_str(),
         "created_at": rfc3339(at),
         "data": data,
-    });
-    (id, at, envelope)
+    })
 }
 
 /// Adds the event envelope to `writes`.

@@ -192,6 +192,11 @@ async fn a_test_key_needs_the_sandbox_first() {
     let emptied = b.post("/settings/integrations/api/sandbox/reset", &[("csrf", &page.csrf())]).await;
     assert_eq!(emptied.status, 303);
     assert_eq!(app.get(&key, "/members").await.body["meta"]["total"], 0);
+    // Reset to the fixtures from the page: the example member is there.
+    let page = b.get("/settings/integrations/api").await;
+    let filled = b.post("/settings/integrations/api/sandbox/fixtures", &[("csrf", &page.csrf())]).await;
+    assert_eq!(filled.status, 303);
+    assert_eq!(app.get(&key, "/members").await.body["data"][0]["email"], "ada@example.com");
 }
 
 #[tokio::test]
@@ -212,6 +217,8 @@ async fn an_employee_without_the_permission_sees_but_cannot_act() {
     assert_eq!(sandbox.status, 403);
     let emptied = b.post("/settings/integrations/api/sandbox/reset", &[("csrf", &page.csrf())]).await;
     assert_eq!(emptied.status, 403);
+    let filled = b.post("/settings/integrations/api/sandbox/fixtures", &[("csrf", &page.csrf())]).await;
+    assert_eq!(filled.status, 403);
     let keys = accounts::list_keys(&app.db, &accounts::Actor::Operator, gym.id).await.unwrap();
     assert!(keys.iter().all(|k| k.name != "Sneaky"));
     assert!(accounts::sandbox_of(&app.db, gym.id).await.unwrap().is_none());
@@ -244,6 +251,7 @@ async fn every_settings_action_checks_the_session_and_its_token_first() {
         format!("/integrations/api/keys/{id}/revoke"),
         "/integrations/api/sandbox".to_string(),
         "/integrations/api/sandbox/reset".to_string(),
+        "/integrations/api/sandbox/fixtures".to_string(),
         "/integrations/webhooks/endpoints".to_string(),
         format!("/integrations/webhooks/endpoints/{id}/disable"),
         format!("/integrations/webhooks/deliveries/{id}/redeliver"),

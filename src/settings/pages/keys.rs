@@ -136,12 +136,16 @@ pub fn api(v: &ApiView) -> String {
                     Some(since) => {
                         p { "Provisioned on " (since) ". Test keys (svc_test_…) see only the sandbox's data." }
                         @if v.can_manage {
-                            p { "Emptying it removes every record of the sandbox (members, plans, check-ins, sales, \
-                                 webhook events and deliveries, idempotency keys) and keeps its keys, webhook \
-                                 endpoints, facilities and devices." }
+                            p { "Emptying it removes every record (members, plans, check-ins, sales, webhook events and \
+                                 deliveries, idempotency keys) and keeps its keys, webhook endpoints, facilities and \
+                                 devices; resetting it to the fixtures then writes the records the API's examples show." }
                             form method="post" action="/settings/integrations/api/sandbox/reset" {
                                 input type="hidden" name="csrf" value=(v.csrf);
                                 button type="submit" { "Empty sandbox" }
+                            }
+                            form method="post" action="/settings/integrations/api/sandbox/fixtures" {
+                                input type="hidden" name="csrf" value=(v.csrf);
+                                button type="submit" { "Reset sandbox to the fixtures" }
                             }
                         }
                     }
