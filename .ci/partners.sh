@@ -18,7 +18,9 @@
 #   6. Dredd sends every operation of both documents to `gymapi serve --demo` and checks each
 #      answer against the document (.ci/partners/dredd.sh);
 #   7. Dredd again, as a partner runs it: no hooks, the served document, the sandbox reset to its
-#      fixtures (.ci/partners/defaults.sh).
+#      fixtures (.ci/partners/defaults.sh);
+#   8. openapi-generator's typescript-fetch, python, go and java clients from both documents and
+#      both 3.1 copies, compiled, every operation present (.ci/partners/generators.sh).
 # Usage: .ci/partners.sh path/to/gymapi   (PARTNER_PYTHON: a Python with openapi-python-client,
 # mypy and PyYAML; PARTNER_TOOLS: where the npm tools are kept)
 set -euo pipefail
@@ -198,3 +200,8 @@ DREDD="$bin/dredd" PARTNER_PYTHON="$python" .ci/partners/dredd.sh "$binary"
 echo
 echo "-- A partner's CI with none of our hooks: Dredd's defaults on the served document and the fixtures"
 DREDD="$bin/dredd" PARTNER_PYTHON="$python" .ci/partners/defaults.sh "$binary"
+
+echo
+echo "-- openapi-generator: four clients from each of the four documents, compiled"
+PATH="$(dirname "$python"):$PATH" GENERATOR="$(dirname "$python")/openapi-generator-cli" TSC="$bin/tsc" \
+  PARTNER_PYTHON="$python" .ci/partners/generators.sh .ci/partners/v31
