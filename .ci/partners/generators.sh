@@ -43,8 +43,8 @@ compile() {
     typescript-fetch) "$tsc" -p "$out/tsconfig.json" --noEmit ;;
     python) (cd "$out" && "$python" -c 'import importlib, pkgutil, gymapi
 for m in pkgutil.walk_packages(gymapi.__path__, "gymapi."): importlib.import_module(m.name)') ;;
-    go) (cd "$out" && go mod edit -replace "gopkg.in/validator.v2=$work/validator" &&
-      GOPROXY=off GOFLAGS=-mod=mod go build ./... && GOPROXY=off GOFLAGS=-mod=mod go vet .) ;;
+    go) (cd "$out" && export GOPROXY=off GOFLAGS=-mod=mod &&
+      go mod edit -replace "gopkg.in/validator.v2=$work/validator" && go build ./... && go vet .) ;;
     java) mkdir -p "$out/classes" && find "$out/src/main/java" -name '*.java' >"$out/sources" &&
       javac -nowarn -d "$out/classes" -cp "$jar:$annotations" "@$out/sources" ;;
   esac
